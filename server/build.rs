@@ -10,10 +10,7 @@ use std::process::Command;
 /// `git rev-parse ARGS` in the crate's folder, trimmed; `None` without git or a checkout.
 fn git(args: &[&str]) -> Option<String> {
     let out = Command::new("git").arg("rev-parse").args(args).output().ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-        .filter(|s| !s.is_empty())
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string()).filter(|s| !s.is_empty())
 }
 
 /// Sets `SIMTREE_COMMIT` and reruns when the checkout moves to another commit: a change of HEAD
@@ -31,11 +28,7 @@ fn commit() {
     if let Some(branch) = git(&["--symbolic-full-name", "HEAD"])
         && let Some(p) = path(&branch)
     {
-        watched.push(if p.exists() {
-            p
-        } else {
-            p.parent().map(Path::to_path_buf).unwrap_or(p)
-        });
+        watched.push(if p.exists() { p } else { p.parent().map(Path::to_path_buf).unwrap_or(p) });
     }
     for p in watched.iter().filter(|p| p.exists()) {
         println!("cargo:rerun-if-changed={}", p.display());

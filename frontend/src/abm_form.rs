@@ -62,10 +62,7 @@ pub fn fields(doc: &Value) -> Vec<Section> {
                 parse: Parse::Value,
             }];
             list.extend(variables(agent, &format!("{at}/agentAttributes"), "agentAttributes"));
-            out.push((
-                Some(agent_name(agent).unwrap_or_else(|| format!("agents[{i}][{j}]"))),
-                list,
-            ));
+            out.push((Some(agent_name(agent).unwrap_or_else(|| format!("agents[{i}][{j}]"))), list));
         }
     }
     out
@@ -79,15 +76,9 @@ fn variables(holder: &Value, at: &str, key: &str) -> Vec<Field> {
             let text = |key: &str| v.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
             Field {
                 ptr: format!("{at}/{k}/initialValue"),
-                label: Some(text("name"))
-                    .filter(|n| !n.is_empty())
-                    .unwrap_or_else(|| format!("{key}[{k}]")),
+                label: Some(text("name")).filter(|n| !n.is_empty()).unwrap_or_else(|| format!("{key}[{k}]")),
                 hint: text("description"),
-                parse: if text("type") == "string" {
-                    Parse::Text
-                } else {
-                    Parse::Value
-                },
+                parse: if text("type") == "string" { Parse::Text } else { Parse::Value },
             }
         })
         .collect()
@@ -150,23 +141,13 @@ mod tests {
                     Some("Trader".into()),
                     vec![
                         f("/model/agents/0/0/initialCount", "initialCount", Parse::Value),
-                        f(
-                            "/model/agents/0/0/agentAttributes/0/initialValue",
-                            "wealth",
-                            Parse::Value
-                        ),
+                        f("/model/agents/0/0/agentAttributes/0/initialValue", "wealth", Parse::Value),
                     ]
                 ),
-                (
-                    Some("agents[1][0]".into()),
-                    vec![f("/model/agents/1/0/initialCount", "initialCount", Parse::Value)]
-                ),
+                (Some("agents[1][0]".into()), vec![f("/model/agents/1/0/initialCount", "initialCount", Parse::Value)]),
             ]
         );
         assert_eq!(fields(&json!({}))[0].1, vec![], "an empty document has no field");
-        assert_eq!(
-            field_id("/model/globalVariables/0/initialValue"),
-            "abm-model-globalVariables-0-initialValue"
-        );
+        assert_eq!(field_id("/model/globalVariables/0/initialValue"), "abm-model-globalVariables-0-initialValue");
     }
 }

@@ -76,17 +76,8 @@ fn http_error(status: u16, text: String) -> ApiError {
         // A proxy in front of a stopped server answers 502/503/504 with a page of its own; the
         // server's own 503 ("ABM worker unavailable: …") says why in JSON, which is shown.
         (502..=504, None) => ApiError::Offline,
-        (404, body) => ApiError::NotFound(body.unwrap_or(ErrorBody {
-            detail: text,
-            path: None,
-        })),
-        (status, body) => ApiError::Http(
-            status,
-            body.unwrap_or(ErrorBody {
-                detail: text,
-                path: None,
-            }),
-        ),
+        (404, body) => ApiError::NotFound(body.unwrap_or(ErrorBody { detail: text, path: None })),
+        (status, body) => ApiError::Http(status, body.unwrap_or(ErrorBody { detail: text, path: None })),
     }
 }
 
@@ -96,14 +87,8 @@ fn http_error(status: u16, text: String) -> ApiError {
 /// read as soon as they arrived) for a 2xx reply, else the reply itself.
 fn preloaded(window: &web_sys::Window, path: &str) -> Option<js_sys::Promise> {
     let boot = js_sys::Reflect::get(window, &"simtreeBoot".into()).ok()?;
-    let map = js_sys::Reflect::get(&boot, &"preloaded".into())
-        .ok()?
-        .dyn_into::<js_sys::Object>()
-        .ok()?;
-    let reply = js_sys::Reflect::get(&map, &path.into())
-        .ok()?
-        .dyn_into::<js_sys::Promise>()
-        .ok()?;
+    let map = js_sys::Reflect::get(&boot, &"preloaded".into()).ok()?.dyn_into::<js_sys::Object>().ok()?;
+    let reply = js_sys::Reflect::get(&map, &path.into()).ok()?.dyn_into::<js_sys::Promise>().ok()?;
     let _ = js_sys::Reflect::delete_property(&map, &path.into());
     Some(reply)
 }
@@ -127,20 +112,14 @@ async fn request_as(method: &str, path: &str, body: Option<(String, &str)>) -> R
     }
     let window = web_sys::window().ok_or(ApiError::Client("no window".into()))?;
     // fetch rejects (a TypeError) only when no answer came: the server is down.
-    let resp: Response = JsFuture::from(window.fetch_with_request(&req))
-        .await
-        .map_err(|_| ApiError::Offline)?
-        .unchecked_into();
+    let resp: Response =
+        JsFuture::from(window.fetch_with_request(&req)).await.map_err(|_| ApiError::Offline)?.unchecked_into();
     checked(resp).await
 }
 
 /// `resp` if its status is 2xx, else the error it carries.
 async fn checked(resp: Response) -> Result<Response> {
-    if resp.ok() {
-        Ok(resp)
-    } else {
-        Err(http_error(resp.status(), body_text(&resp).await?))
-    }
+    if resp.ok() { Ok(resp) } else { Err(http_error(resp.status(), body_text(&resp).await?)) }
 }
 
 /// The body of `GET path`, taken from what index.html preloaded when it did. Its bytes are then
@@ -172,9 +151,7 @@ async fn body_text(resp: &Response) -> Result<String> {
 
 /// The body of a reply as bytes, copied into wasm memory at once.
 async fn body_bytes(resp: &Response) -> Result<Vec<u8>> {
-    let body = JsFuture::from(resp.array_buffer().map_err(js_err)?)
-        .await
-        .map_err(|_| ApiError::Offline)?;
+    let body = JsFuture::from(resp.array_buffer().map_err(js_err)?).await.map_err(|_| ApiError::Offline)?;
     Ok(js_sys::Uint8Array::new(&body).to_vec())
 }
 
@@ -268,36 +245,26 @@ pub async fn preview_document(document: Value) -> Result<Vec<RolePrompt>> {
 /// `POST /api/documents/generate`: a custom scene document written from `prompt` (built on
 /// `last` when refining), checked as creating a tree would; a refusal is an `Http` error.
 pub async fn generate_document(prompt: String, last: Option<Value>) -> Result<GeneratedDocument> {
-    let body = GenerateDocumentRequest {
-        prompt,
-        last_document: last,
-    };
+    let body = GenerateDocumentRequest { prompt, last_document: last };
     post("/api/documents/generate", &body).await
 }
 
 /// `POST /api/scenarios`: saves a document to the library under a new name (409: the name is
 /// taken).
 pub async fn save_scenario(name: &str, document: &Value) -> Result<SavedRef> {
-    let body = NewScenario {
-        name: name.to_string(),
-        document: document.clone(),
-    };
+    let body = NewScenario { name: name.to_string(), document: document.clone() };
     post("/api/scenarios", &body).await
 }
 
 /// `DELETE /api/scenarios/{id}`: a saved scenario, every version (trees made from it keep their
 /// copy). The reply is empty (204).
 pub async fn delete_scenario(id: &str) -> Result<()> {
-    send("DELETE", &format!("/api/scenarios/{}", path_segment(id)), None)
-        .await
-        .map(drop)
+    send("DELETE", &format!("/api/scenarios/{}", path_segment(id)), None).await.map(drop)
 }
 
 /// `PUT /api/scenarios/{id}`: the document as the saved scenario's next version.
 pub async fn update_scenario(id: &str, document: &Value) -> Result<SavedRef> {
-    let body = ScenarioUpdate {
-        document: document.clone(),
-    };
+    let body = ScenarioUpdate { document: document.clone() };
     with_body("PUT", &format!("/api/scenarios/{}", path_segment(id)), &body).await
 }
 
@@ -325,11 +292,7 @@ pub async fn abm_generate(prompt: &str, last_model: Option<&Value>) -> Result<st
     Ok(if reply.get("success") == Some(&Value::Bool(true)) {
         Ok(reply)
     } else {
-        Err(reply
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string())
+        Err(reply.get("message").and_then(Value::as_str).unwrap_or_default().to_string())
     })
 }
 
@@ -380,16 +343,11 @@ pub async fn export(tree: u64, mut progress: impl FnMut(usize, u64)) -> Result<S
         let piece = JsFuture::from(reader.read())
             .await
             .map_err(|e| ApiError::Client(format!("the download broke off: {}", js_err(e))))?;
-        let done = js_sys::Reflect::get(&piece, &"done".into())
-            .ok()
-            .and_then(|d| d.as_bool())
-            .unwrap_or(true);
+        let done = js_sys::Reflect::get(&piece, &"done".into()).ok().and_then(|d| d.as_bool()).unwrap_or(true);
         if done {
             break;
         }
-        let value: js_sys::Uint8Array = js_sys::Reflect::get(&piece, &"value".into())
-            .map_err(js_err)?
-            .unchecked_into();
+        let value: js_sys::Uint8Array = js_sys::Reflect::get(&piece, &"value".into()).map_err(js_err)?.unchecked_into();
         let start = bytes.len();
         bytes.resize(start + value.length() as usize, 0);
         value.copy_to(&mut bytes[start..]);
@@ -421,31 +379,18 @@ pub async fn usage(tree: u64) -> Result<UsageReply> {
 
 /// `POST …/advance`: one child of `parent` run `turns` turns.
 pub async fn advance(tree: u64, parent: u64, turns: u64) -> Result<RunReply> {
-    post(
-        &format!("{}/advance", tree_path(tree)),
-        &AdvanceRequest { parent, turns },
-    )
-    .await
+    post(&format!("{}/advance", tree_path(tree)), &AdvanceRequest { parent, turns }).await
 }
 
 /// `POST …/advance_chain`: `turns` one-turn children, each under the last.
 pub async fn advance_chain(tree: u64, parent: u64, turns: u64) -> Result<RunReply> {
-    post(
-        &format!("{}/advance_chain", tree_path(tree)),
-        &AdvanceRequest { parent, turns },
-    )
-    .await
+    post(&format!("{}/advance_chain", tree_path(tree)), &AdvanceRequest { parent, turns }).await
 }
 
 /// `POST …/advance_multi`: `count` children of `parent`, run in parallel; `same_seed` gives every
 /// child the parent's random streams (else each child has its own seed).
 pub async fn advance_multi(tree: u64, parent: u64, turns: u64, count: u64, same_seed: bool) -> Result<ChildrenReply> {
-    let body = MultiRequest {
-        parent,
-        turns,
-        count: i64::try_from(count).unwrap_or(i64::MAX),
-        same_seed,
-    };
+    let body = MultiRequest { parent, turns, count: i64::try_from(count).unwrap_or(i64::MAX), same_seed };
     post(&format!("{}/advance_multi", tree_path(tree)), &body).await
 }
 
@@ -463,10 +408,7 @@ pub async fn advance_frontier(tree: u64, turns: u64, only_max_depth: bool) -> Re
 
 /// `POST …/branch`: a child of `parent` with `ops` applied.
 pub async fn branch(tree: u64, parent: u64, ops: &[Op]) -> Result<ChildReply> {
-    let body = BranchRequest {
-        parent,
-        ops: ops.to_vec(),
-    };
+    let body = BranchRequest { parent, ops: ops.to_vec() };
     post(&format!("{}/branch", tree_path(tree)), &body).await
 }
 
@@ -531,10 +473,7 @@ pub async fn tree_info(tree: u64) -> Result<TreeInfo> {
 
 /// `PATCH /devui/simtree/{tree} {"description"}`: the tree's new description (empty clears it).
 pub async fn describe_tree(tree: u64, description: &str) -> Result<TreeInfo> {
-    let body = TreeEdit {
-        name: None,
-        description: Some(description.to_string()),
-    };
+    let body = TreeEdit { name: None, description: Some(description.to_string()) };
     with_body("PATCH", &tree_path(tree), &body).await
 }
 
@@ -565,10 +504,7 @@ pub async fn node_calls(tree: u64, node: u64, offset: u64) -> Result<NodeCalls> 
 
 /// `POST …/node/{n}/ask`: an agent's answer at the node (nothing in the timeline changes).
 pub async fn ask(tree: u64, node: u64, agent: &str, question: &str) -> Result<Ask> {
-    let body = AskRequest {
-        agent: agent.to_string(),
-        question: question.to_string(),
-    };
+    let body = AskRequest { agent: agent.to_string(), question: question.to_string() };
     post(&format!("{}/ask", node_path(tree, node)), &body).await
 }
 
@@ -595,11 +531,7 @@ pub async fn explore(tree: u64, id: u64) -> Result<simtree_shared::ExploreTable>
 
 /// `POST …/explore/{id}/cancel`: stops a running exploration.
 pub async fn cancel_explore(tree: u64, id: u64) -> Result<simtree_shared::ExploreTable> {
-    post(
-        &format!("{}/explore/{id}/cancel", tree_path(tree)),
-        &serde_json::json!({}),
-    )
-    .await
+    post(&format!("{}/explore/{id}/cancel", tree_path(tree)), &serde_json::json!({})).await
 }
 
 /// The tree socket (`…/events`): every message that parses as a [`TreeMsg`] goes to `on_msg`
@@ -682,14 +614,8 @@ fn connect(
     mut on_open: impl FnMut() + 'static,
     on_close: impl FnMut() + 'static,
 ) -> Result<Socket> {
-    let location = web_sys::window()
-        .ok_or(ApiError::Client("no window".into()))?
-        .location();
-    let scheme = if location.protocol().unwrap_or_default() == "https:" {
-        "wss"
-    } else {
-        "ws"
-    };
+    let location = web_sys::window().ok_or(ApiError::Client("no window".into()))?.location();
+    let scheme = if location.protocol().unwrap_or_default() == "https:" { "wss" } else { "ws" };
     let host = location.host().map_err(js_err)?;
     let ws = WebSocket::new(&format!("{scheme}://{host}{path}")).map_err(js_err)?;
     let opened = ws.clone();
@@ -706,12 +632,7 @@ fn connect(
     ws.set_onopen(Some(on_open.as_ref().unchecked_ref()));
     ws.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
     ws.set_onclose(Some(on_close.as_ref().unchecked_ref()));
-    Ok(Socket {
-        ws,
-        _on_open: on_open,
-        _on_message: on_message,
-        _on_close: on_close,
-    })
+    Ok(Socket { ws, _on_open: on_open, _on_message: on_message, _on_close: on_close })
 }
 
 /// localStorage get/set (ignoring a browser that refuses storage).
@@ -744,9 +665,7 @@ pub fn download(name: &str, mime: &str, text: &str) -> Result<()> {
     opts.set_type(mime);
     let blob = web_sys::Blob::new_with_str_sequence_and_options(&parts, &opts).map_err(js_err)?;
     let url = web_sys::Url::create_object_url_with_blob(&blob).map_err(js_err)?;
-    let document = web_sys::window()
-        .and_then(|w| w.document())
-        .ok_or(ApiError::Client("no document".into()))?;
+    let document = web_sys::window().and_then(|w| w.document()).ok_or(ApiError::Client("no document".into()))?;
     let a: web_sys::HtmlAnchorElement = document.create_element("a").map_err(js_err)?.unchecked_into();
     a.set_href(&url);
     a.set_download(name);
@@ -763,10 +682,7 @@ pub fn download(name: &str, mime: &str, text: &str) -> Result<()> {
 
 /// The text of the first file chosen in a file input.
 pub async fn read_chosen_file(input: &web_sys::HtmlInputElement) -> Result<String> {
-    let file = input
-        .files()
-        .and_then(|f| f.get(0))
-        .ok_or(ApiError::Client("no file chosen".into()))?;
+    let file = input.files().and_then(|f| f.get(0)).ok_or(ApiError::Client("no file chosen".into()))?;
     JsFuture::from(file.text())
         .await
         .map_err(js_err)?

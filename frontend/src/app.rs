@@ -23,19 +23,12 @@ fn current_route() -> Route {
 fn detect_lang() -> Lang {
     api::storage_get("devui:i18n-lang")
         .and_then(|s| Lang::from_tag(&s))
-        .or_else(|| {
-            web_sys::window()
-                .and_then(|w| w.navigator().language())
-                .and_then(|l| Lang::from_tag(&l))
-        })
+        .or_else(|| web_sys::window().and_then(|w| w.navigator().language()).and_then(|l| Lang::from_tag(&l)))
         .unwrap_or(Lang::En)
 }
 
 fn set_root_attr(name: &str, value: Option<&str>) {
-    if let Some(el) = web_sys::window()
-        .and_then(|w| w.document())
-        .and_then(|d| d.document_element())
-    {
+    if let Some(el) = web_sys::window().and_then(|w| w.document()).and_then(|d| d.document_element()) {
         let _ = match value {
             Some(v) => el.set_attribute(name, v),
             None => el.remove_attribute(name),
@@ -124,9 +117,9 @@ fn ToastList() -> impl IntoView {
                 .replace("{{n}}", &ns.len().to_string())
                 .replace("{{ids}}", &crate::ops::ellipsis(&ids(ns), 40)),
             Note::Cancelled(ns) => t(lang, "toasts.cancelled").replace("{{ids}}", &ids(ns)),
-            Note::Failed { node, reason } => t(lang, "toasts.nodeFailed")
-                .replace("{{id}}", &node.to_string())
-                .replace("{{reason}}", reason),
+            Note::Failed { node, reason } => {
+                t(lang, "toasts.nodeFailed").replace("{{id}}", &node.to_string()).replace("{{reason}}", reason)
+            }
             Note::Text(s) => s.clone(),
         }
     };

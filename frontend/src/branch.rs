@@ -64,11 +64,7 @@ pub fn BranchEditor(tree: Tree, node_view: RwSignal<Option<NodeView>>) -> impl I
         });
     };
     let apply = move |_| match draft.get_untracked() {
-        Err(e) => ctx.error(ApiError::Client(if e.is_empty() {
-            "nothing to apply".into()
-        } else {
-            e
-        })),
+        Err(e) => ctx.error(ApiError::Client(if e.is_empty() { "nothing to apply".into() } else { e })),
         Ok(op) => match needs_confirm(&op) {
             Some(q) => pending.set(Some((op, q))),
             None => send(op),
@@ -197,19 +193,13 @@ fn SocialForm(tree: Tree, node: u64, kind: String, draft: Draft) -> impl IntoVie
     Effect::new(move |_| {
         let op = match k.as_str() {
             "public_broadcast" => Ok(Op::PublicBroadcast { text: text.get() }),
-            "agent_ctx_append" => Ok(Op::AgentCtxAppend {
-                name: agent.get(),
-                role: role.get(),
-                content: content.get(),
-            }),
-            "agent_plan_replace" => plan_from_text(&json_text.get()).map(|plan_state| Op::AgentPlanReplace {
-                name: agent.get(),
-                plan_state,
-            }),
-            _ => parse_json::<Map<String, Value>>(&json_text.get()).map(|updates| Op::AgentPropsPatch {
-                name: agent.get(),
-                updates,
-            }),
+            "agent_ctx_append" => {
+                Ok(Op::AgentCtxAppend { name: agent.get(), role: role.get(), content: content.get() })
+            }
+            "agent_plan_replace" => plan_from_text(&json_text.get())
+                .map(|plan_state| Op::AgentPlanReplace { name: agent.get(), plan_state }),
+            _ => parse_json::<Map<String, Value>>(&json_text.get())
+                .map(|updates| Op::AgentPropsPatch { name: agent.get(), updates }),
         };
         draft.set(op);
     });
@@ -304,10 +294,7 @@ fn ScenePatchForm(state: Value, draft: Draft) -> impl IntoView {
         let p = picked.get();
         draft.set(scene_patch(
             &json_text.get(),
-            p.as_ref()
-                .map(|f| (f, typed.get()))
-                .as_ref()
-                .map(|(f, t)| (*f, t.as_str())),
+            p.as_ref().map(|f| (f, typed.get())).as_ref().map(|(f, t)| (*f, t.as_str())),
         ));
     });
     view! {
@@ -372,9 +359,7 @@ fn AbmForm(tree: Tree, node: u64, view: AbmView, kind: String, draft: Draft) -> 
     let all = Memo::new(move |_| {
         let values = logs.with(|l| last_abm_values(l));
         // (The edges' ops arrive apart from the graph: read again when they do.)
-        let sets = tree
-            .graph
-            .with(|g| logs.with(|l| abm_sets(&g.path_to(node), &g.ops, l)));
+        let sets = tree.graph.with(|g| logs.with(|l| abm_sets(&g.path_to(node), &g.ops, l)));
         outline.with_value(|o| abm_fields(o, &values, &sets))
     });
     let agent_type = RwSignal::new(String::new());
@@ -391,11 +376,7 @@ fn AbmForm(tree: Tree, node: u64, view: AbmView, kind: String, draft: Draft) -> 
             AbmTarget::Environment => a.environment.clone(),
             AbmTarget::Agent => {
                 let t = agent_type.get();
-                a.agents
-                    .iter()
-                    .find(|(k, _)| *k == t)
-                    .map(|(_, f)| f.clone())
-                    .unwrap_or_default()
+                a.agents.iter().find(|(k, _)| *k == t).map(|(_, f)| f.clone()).unwrap_or_default()
             }
         })
     });
@@ -448,11 +429,8 @@ fn TradingForm(view: TradingView, kind: String, draft: Draft) -> impl IntoView {
     // One input per ticker, made with the form (and owned by it): a re-read of the node cannot
     // dispose of what the inputs write to.
     // Held as the node holds it: a short position shows as negative, not as 0.
-    let shares: Vec<(String, i64, RwSignal<String>)> = view
-        .tickers
-        .iter()
-        .map(|t| (t.clone(), view.portfolio.shares(t), RwSignal::new(String::new())))
-        .collect();
+    let shares: Vec<(String, i64, RwSignal<String>)> =
+        view.tickers.iter().map(|t| (t.clone(), view.portfolio.shares(t), RwSignal::new(String::new()))).collect();
     let item_kind = RwSignal::new("news".to_string());
     let date = RwSignal::new(view.next_date.clone().unwrap_or_default());
     let content = RwSignal::new(String::new());
@@ -461,9 +439,7 @@ fn TradingForm(view: TradingView, kind: String, draft: Draft) -> impl IntoView {
     let band = RwSignal::new(String::new());
     let history = RwSignal::new(String::new());
     let prompt = RwSignal::new(match &view.agent {
-        AgentSpec::Llm {
-            system_prompt: Some(p), ..
-        } => p.clone(),
+        AgentSpec::Llm { system_prompt: Some(p), .. } => p.clone(),
         _ => String::new(),
     });
     let k = kind.clone();
@@ -475,13 +451,7 @@ fn TradingForm(view: TradingView, kind: String, draft: Draft) -> impl IntoView {
                 portfolio_patch(&cash.get(), &typed)
             }
             "case_data_inject" => news_item(&item_kind.get(), &date.get(), &content.get()),
-            "agent_swap" => agent_swap(
-                &agent.get(),
-                &lookback.get(),
-                &band.get(),
-                &history.get(),
-                &prompt.get(),
-            ),
+            "agent_swap" => agent_swap(&agent.get(), &lookback.get(), &band.get(), &history.get(), &prompt.get()),
             _ => prompt_replace(&prompt.get()),
         });
     });

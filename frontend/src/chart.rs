@@ -60,11 +60,7 @@ impl Axis {
 /// A tick's text: as many decimals as the step needs, thousands grouped (`1,250,000`, `0.05`).
 pub fn tick_label(v: f64, step: f64) -> String {
     let decimals = (-step.log10().floor()).clamp(0.0, 6.0) as usize;
-    let text = if decimals == 0 {
-        crate::ops::grouped(v.round())
-    } else {
-        format!("{v:.decimals$}")
-    };
+    let text = if decimals == 0 { crate::ops::grouped(v.round()) } else { format!("{v:.decimals$}") };
     // A value that rounds to zero reads as 0, not -0.
     match text.strip_prefix('-') {
         Some(rest) if rest.chars().all(|c| c == '0' || c == '.') => rest.to_string(),
@@ -138,16 +134,11 @@ impl Frame {
     /// The SVG `points` of a band's polygon: along `hi` left to right, back along `lo`; points
     /// where either bound is not finite are left out.
     pub fn band(&self, lo: &[f64], hi: &[f64], axis: &Axis, x: impl Fn(usize) -> f64) -> String {
-        let kept: Vec<usize> = (0..lo.len().min(hi.len()))
-            .filter(|&i| lo[i].is_finite() && hi[i].is_finite())
-            .collect();
+        let kept: Vec<usize> =
+            (0..lo.len().min(hi.len())).filter(|&i| lo[i].is_finite() && hi[i].is_finite()).collect();
         let along = kept.iter().map(|&i| (i, hi[i]));
         let back = kept.iter().rev().map(|&i| (i, lo[i]));
-        along
-            .chain(back)
-            .map(|(i, v)| format!("{:.1},{:.1}", x(i), self.y(v, axis)))
-            .collect::<Vec<_>>()
-            .join(" ")
+        along.chain(back).map(|(i, v)| format!("{:.1},{:.1}", x(i), self.y(v, axis))).collect::<Vec<_>>().join(" ")
     }
 
     /// The centre of slot `i` of `n` equal slots across the plot: the x of a category (a sweep's
@@ -186,20 +177,13 @@ pub fn mean_sd(series: &[&[f64]]) -> (Vec<f64>, Vec<f64>) {
     let n = series.iter().map(|s| s.len()).max().unwrap_or(0);
     (0..n)
         .map(|i| {
-            let xs: Vec<f64> = series
-                .iter()
-                .filter_map(|s| s.get(i).copied().filter(|v| v.is_finite()))
-                .collect();
+            let xs: Vec<f64> = series.iter().filter_map(|s| s.get(i).copied().filter(|v| v.is_finite())).collect();
             let k = xs.len() as f64;
             if xs.is_empty() {
                 return (f64::NAN, f64::NAN);
             }
             let mean = xs.iter().sum::<f64>() / k;
-            let var = if xs.len() > 1 {
-                xs.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (k - 1.0)
-            } else {
-                0.0
-            };
+            let var = if xs.len() > 1 { xs.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (k - 1.0) } else { 0.0 };
             (mean, var.sqrt())
         })
         .unzip()
@@ -227,10 +211,8 @@ pub fn mean_bands(runs: &[&[Tracked]]) -> Vec<MeanBand> {
     names
         .into_iter()
         .map(|name| {
-            let series: Vec<&[f64]> = runs
-                .iter()
-                .filter_map(|r| r.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_slice()))
-                .collect();
+            let series: Vec<&[f64]> =
+                runs.iter().filter_map(|r| r.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_slice())).collect();
             let (mean, sd) = mean_sd(&series);
             MeanBand {
                 name: name.to_string(),
@@ -383,11 +365,7 @@ pub struct AgentTable {
 /// The [`AgentTable`] of a log's last `abm_step`; `None` when nothing is tracked per agent.
 pub fn agent_table(entries: &[LogEntry]) -> Option<AgentTable> {
     let last = abm_steps_of(entries).next_back()?;
-    let lists: Vec<(&String, &Vec<Value>)> = last
-        .values
-        .iter()
-        .filter_map(|(k, v)| Some((k, v.as_array()?)))
-        .collect();
+    let lists: Vec<(&String, &Vec<Value>)> = last.values.iter().filter_map(|(k, v)| Some((k, v.as_array()?))).collect();
     if lists.is_empty() {
         return None;
     }
@@ -399,17 +377,9 @@ pub fn agent_table(entries: &[LogEntry]) -> Option<AgentTable> {
     Some(AgentTable {
         names: lists.iter().map(|(k, _)| (*k).clone()).collect(),
         rows: (0..agents)
-            .map(|i| {
-                lists
-                    .iter()
-                    .map(|(_, l)| l.get(i).map(text).unwrap_or_default())
-                    .collect()
-            })
+            .map(|i| lists.iter().map(|(_, l)| l.get(i).map(text).unwrap_or_default()).collect())
             .collect(),
-        sums: lists
-            .iter()
-            .map(|(_, l)| l.iter().map(Value::as_f64).sum::<Option<f64>>())
-            .collect(),
+        sums: lists.iter().map(|(_, l)| l.iter().map(Value::as_f64).sum::<Option<f64>>()).collect(),
         step: last.step,
     })
 }
@@ -429,12 +399,7 @@ pub fn abm_structure(model: &AbmOutline) -> AbmStructure {
         "" => "none".to_string(),
         t => t.to_string(),
     };
-    let globals = model
-        .global_variables
-        .iter()
-        .flatten()
-        .map(|g| g.name.clone())
-        .collect();
+    let globals = model.global_variables.iter().flatten().map(|g| g.name.clone()).collect();
     let mut agents: Vec<(String, Vec<String>)> = Vec::new();
     for (kind, attr) in model.agent_attributes() {
         match agents.iter_mut().find(|(k, _)| k == kind) {
@@ -442,11 +407,7 @@ pub fn abm_structure(model: &AbmOutline) -> AbmStructure {
             None => agents.push((kind.to_string(), vec![attr.name.clone()])),
         }
     }
-    AbmStructure {
-        topology,
-        globals,
-        agents,
-    }
+    AbmStructure { topology, globals, agents }
 }
 
 /// What [`abm_structure`] finds.
@@ -464,14 +425,7 @@ mod tests {
     use serde_json::json;
 
     /// A 200 × 100 plot with a 20-unit margin on the left and 10 above and below.
-    const TEST_FRAME: Frame = Frame {
-        width: 220.0,
-        height: 120.0,
-        left: 20.0,
-        right: 0.0,
-        top: 10.0,
-        bottom: 10.0,
-    };
+    const TEST_FRAME: Frame = Frame { width: 220.0, height: 120.0, left: 20.0, right: 0.0, top: 10.0, bottom: 10.0 };
 
     #[test]
     fn abm_series_and_structure() {
@@ -480,11 +434,7 @@ mod tests {
             data: json!({"step": n, "values": {"globalVariable.infected": i, "agent.P.status": ["S"]}}),
             node: 1,
         };
-        let other = LogEntry {
-            kind: "x".into(),
-            data: json!({}),
-            node: 1,
-        };
+        let other = LogEntry { kind: "x".into(), data: json!({}), node: 1 };
         let s = abm_series(&[step(0, 1), other.clone(), step(1, 4)]);
         assert_eq!(s, vec![("globalVariable.infected".to_string(), vec![1.0, 4.0])]);
         assert_eq!(abm_steps(&[step(0, 1), other, step(1, 4)]), ["0", "1"]);
@@ -495,19 +445,9 @@ mod tests {
             data: json!({"step": n, "values": values}),
             node: 1,
         };
-        let s = abm_series(&[
-            late(1, json!({"a": 1})),
-            late(2, json!({"a": 2, "b": 20})),
-            late(3, json!({"a": 3})),
-        ]);
+        let s = abm_series(&[late(1, json!({"a": 1})), late(2, json!({"a": 2, "b": 20})), late(3, json!({"a": 3}))]);
         let text: Vec<(String, String)> = s.iter().map(|(n, xs)| (n.clone(), format!("{xs:?}"))).collect();
-        assert_eq!(
-            text,
-            [
-                ("a".into(), "[1.0, 2.0, 3.0]".into()),
-                ("b".into(), "[NaN, 20.0, NaN]".into())
-            ]
-        );
+        assert_eq!(text, [("a".into(), "[1.0, 2.0, 3.0]".into()), ("b".into(), "[NaN, 20.0, NaN]".into())]);
         assert_eq!(short_name("globalVariable.infected"), "infected");
         let model = json!({
             "environment": {"topology": {"type": "grid"}},
@@ -546,10 +486,7 @@ mod tests {
         // The details' table: the last step, agent by agent, with each numeric variable's sum.
         let table = agent_table(&log).unwrap();
         assert_eq!(table.step, 1);
-        assert_eq!(
-            table.names,
-            ["agent.T.agentAttribute.wealth", "agent.T.agentAttribute.mood"]
-        );
+        assert_eq!(table.names, ["agent.T.agentAttribute.wealth", "agent.T.agentAttribute.mood"]);
         assert_eq!(table.rows, [["150.5", "a"], ["49.5", "b"]]);
         assert_eq!(table.sums, [Some(200.0), None]);
         assert_eq!(agent_table(&log[..0]), None);
@@ -619,12 +556,8 @@ mod tests {
         assert!(m[0].is_nan() && s[0].is_nan());
         assert_eq!(mean_sd(&[]), (vec![], vec![]));
 
-        let run = |i: f64, s: f64| {
-            vec![
-                ("infected".to_string(), vec![i, i + 2.0]),
-                ("susceptible".to_string(), vec![s]),
-            ]
-        };
+        let run =
+            |i: f64, s: f64| vec![("infected".to_string(), vec![i, i + 2.0]), ("susceptible".to_string(), vec![s])];
         let bands = mean_bands(&[&run(1.0, 9.0), &run(3.0, 7.0), &[("infected".to_string(), vec![5.0])]]);
         let names: Vec<(&str, usize)> = bands.iter().map(|b| (b.name.as_str(), b.runs)).collect();
         assert_eq!(names, [("infected", 3), ("susceptible", 2)]);
@@ -656,10 +589,7 @@ mod tests {
         let f = TEST_FRAME;
         let axis = Axis::over(&[&[100.0, 110.0, 105.0], &[90.0, 100.0]], 3).unwrap();
         assert_eq!((axis.lo, axis.hi), (90.0, 110.0));
-        assert_eq!(
-            f.points(&[100.0, 110.0, 105.0], 3, &axis),
-            "20.0,60.0 120.0,10.0 220.0,35.0"
-        );
+        assert_eq!(f.points(&[100.0, 110.0, 105.0], 3, &axis), "20.0,60.0 120.0,10.0 220.0,35.0");
         // A shorter series keeps the shared x positions (step 1 is step 1 in both).
         assert_eq!(f.points(&[90.0, f64::NAN], 3, &axis), "20.0,110.0");
         assert_eq!(f.nearest(60.0, 3), Some(0));

@@ -91,20 +91,9 @@ pub fn compare(
     logs_b: &[LogEntry],
     is_event: impl Fn(&LogEntry) -> bool,
 ) -> Comparison {
-    let lca = path_a
-        .iter()
-        .zip(path_b)
-        .take_while(|(a, b)| a == b)
-        .map(|(a, _)| *a)
-        .last()
-        .unwrap_or(0);
+    let lca = path_a.iter().zip(path_b).take_while(|(a, b)| a == b).map(|(a, _)| *a).last().unwrap_or(0);
     let shared: Vec<u64> = path_a.iter().copied().take_while(|n| path_b.contains(n)).collect();
-    let since = |logs: &[LogEntry]| {
-        logs.iter()
-            .filter(|e| !shared.contains(&e.node))
-            .cloned()
-            .collect::<Vec<_>>()
-    };
+    let since = |logs: &[LogEntry]| logs.iter().filter(|e| !shared.contains(&e.node)).cloned().collect::<Vec<_>>();
     let left = since(logs_a);
     let right = since(logs_b);
     let same = |a: &LogEntry, b: &LogEntry| a.kind == b.kind && a.data == b.data;
@@ -113,21 +102,11 @@ pub fn compare(
     let (mut i, mut j, mut k) = (0, 0, 0);
     loop {
         while i < left.len() && !is_event(&left[i]) {
-            rows.push(Row {
-                left: Some(i),
-                right: None,
-                event: None,
-                diverge: false,
-            });
+            rows.push(Row { left: Some(i), right: None, event: None, diverge: false });
             i += 1;
         }
         while j < right.len() && !is_event(&right[j]) {
-            rows.push(Row {
-                left: None,
-                right: Some(j),
-                event: None,
-                diverge: false,
-            });
+            rows.push(Row { left: None, right: Some(j), event: None, diverge: false });
             j += 1;
         }
         let (mut l, mut r) = ((i < left.len()).then_some(i), (j < right.len()).then_some(j));
@@ -147,23 +126,12 @@ pub fn compare(
         if diverge {
             first_divergence = Some(k);
         }
-        rows.push(Row {
-            left: l,
-            right: r,
-            event: Some(k),
-            diverge,
-        });
+        rows.push(Row { left: l, right: r, event: Some(k), diverge });
         i += usize::from(l.is_some());
         j += usize::from(r.is_some());
         k += 1;
     }
-    Comparison {
-        lca,
-        left,
-        right,
-        rows,
-        first_divergence,
-    }
+    Comparison { lca, left, right, rows, first_divergence }
 }
 
 #[cfg(test)]
@@ -172,11 +140,7 @@ mod tests {
     use serde_json::json;
 
     fn e(node: u64, text: &str) -> LogEntry {
-        LogEntry {
-            kind: "system_broadcast".into(),
-            data: json!({"text": text}),
-            node,
-        }
+        LogEntry { kind: "system_broadcast".into(), data: json!({"text": text}), node }
     }
 
     /// A bookkeeping entry (a context delta).
@@ -203,21 +167,10 @@ mod tests {
         assert_eq!(c.lca, 1);
         assert_eq!(c.left.len(), 2);
         assert_eq!(c.right.len(), 3);
-        assert_eq!(
-            c.first_divergence,
-            Some(1),
-            "equal events from different nodes are not a divergence"
-        );
+        assert_eq!(c.first_divergence, Some(1), "equal events from different nodes are not a divergence");
         let pairs: Vec<(Option<usize>, Option<usize>, bool)> =
             c.rows.iter().map(|r| (r.left, r.right, r.diverge)).collect();
-        assert_eq!(
-            pairs,
-            [
-                (Some(0), Some(0), false),
-                (Some(1), Some(1), true),
-                (None, Some(2), false)
-            ]
-        );
+        assert_eq!(pairs, [(Some(0), Some(0), false), (Some(1), Some(1), true), (None, Some(2), false)]);
     }
 
     #[test]
@@ -250,11 +203,7 @@ mod tests {
     }
 
     fn what_if(node: u64) -> LogEntry {
-        LogEntry {
-            kind: "counterfactual".into(),
-            data: json!({"ops": [{"op": "portfolio_patch", "cash": 5.0}]}),
-            node,
-        }
+        LogEntry { kind: "counterfactual".into(), data: json!({"ops": [{"op": "portfolio_patch", "cash": 5.0}]}), node }
     }
 
     /// Issue 38: after a counterfactual, decision N was paired with decision N − 1 of the other
@@ -267,11 +216,7 @@ mod tests {
         let mut b = root.clone();
         b.extend([what_if(3), decision(3, 1, "sell"), decision(3, 2, "hold")]);
         let c = compare(&[0, 1, 2], &a, &[0, 1, 3], &b, events);
-        assert_eq!(
-            rows(&c),
-            WHAT_IF_THEN_PAIRS,
-            "the what-if alone, then decision 1 beside decision 1, 2 beside 2"
-        );
+        assert_eq!(rows(&c), WHAT_IF_THEN_PAIRS, "the what-if alone, then decision 1 beside decision 1, 2 beside 2");
         // A side that starts later (its parent ran more decisions) lines up by point too.
         let late = vec![decision(4, 2, "hold")];
         let c = compare(&[0, 2], &a[1..], &[0, 4], &late, events);
@@ -299,11 +244,8 @@ mod tests {
     }
 
     /// A "what if" entry alone on the right, then two pairs that agree.
-    const WHAT_IF_THEN_PAIRS: [(Option<usize>, Option<usize>, bool); 3] = [
-        (None, Some(0), true),
-        (Some(0), Some(1), false),
-        (Some(1), Some(2), false),
-    ];
+    const WHAT_IF_THEN_PAIRS: [(Option<usize>, Option<usize>, bool); 3] =
+        [(None, Some(0), true), (Some(0), Some(1), false), (Some(1), Some(2), false)];
 
     #[test]
     fn identical_branches_do_not_diverge_and_ancestors_compare() {
@@ -312,9 +254,6 @@ mod tests {
         assert_eq!(compare(&[0, 1], &a, &[0, 2], &b, events).first_divergence, None);
         // Comparing a node with its own ancestor: everything after the ancestor is "new".
         let c = compare(&[0], &a[..1], &[0, 1], &a, events);
-        assert_eq!(
-            (c.lca, c.left.len(), c.right.len(), c.first_divergence),
-            (0, 0, 1, Some(0))
-        );
+        assert_eq!((c.lca, c.left.len(), c.right.len(), c.first_divergence), (0, 0, 1, Some(0)));
     }
 }

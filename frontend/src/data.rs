@@ -74,11 +74,7 @@ pub fn DataPanel(tree: Tree, node_view: RwSignal<Option<NodeView>>) -> impl Into
         leptos::task::spawn_local(async move {
             let r = api::node_logs(t, n).await;
             if let Err(e) = r.and_then(|l| {
-                api::download(
-                    &file_name(t, Some(n), "log", "jsonl"),
-                    "application/x-ndjson",
-                    &logs_jsonl(&l),
-                )
+                api::download(&file_name(t, Some(n), "log", "jsonl"), "application/x-ndjson", &logs_jsonl(&l))
             }) {
                 ctx.error(e);
             }
@@ -102,11 +98,7 @@ pub fn DataPanel(tree: Tree, node_view: RwSignal<Option<NodeView>>) -> impl Into
     let chart = move |_| {
         let Some((t, n)) = ids() else { return };
         let r = match chart_markup() {
-            Some(svg) => api::download(
-                &file_name(t, Some(n), "chart", "svg"),
-                "image/svg+xml",
-                &svg_document(&svg),
-            ),
+            Some(svg) => api::download(&file_name(t, Some(n), "chart", "svg"), "image/svg+xml", &svg_document(&svg)),
             None => Err(ApiError::Client(ctx.tr("data.noChart").into())),
         };
         if let Err(e) = r {

@@ -19,14 +19,7 @@ pub fn scene_types() -> impl Iterator<Item = &'static str> {
 }
 
 /// The orderings (`ordering.kind`): who acts next.
-pub const ORDERINGS: [&str; 6] = [
-    "sequential",
-    "asynchronous",
-    "cycled",
-    "random",
-    "controlled",
-    "llm_moderated",
-];
+pub const ORDERINGS: [&str; 6] = ["sequential", "asynchronous", "cycled", "random", "controlled", "llm_moderated"];
 
 /// The actions an agent of scene type `scene` may hold (the server refuses any other), in the
 /// server's order: the common ones, then the type's own. Every action for a type the server
@@ -87,10 +80,7 @@ pub fn kind_of(doc: &Value) -> Option<SimKind> {
         Some(SimKind::Trading)
     } else if o.contains_key("scene") || (o.contains_key("agents") && !o.contains_key("codingLanguage")) {
         Some(SimKind::Social)
-    } else if ["success", "model", "codingLanguage"]
-        .iter()
-        .any(|k| o.contains_key(*k))
-    {
+    } else if ["success", "model", "codingLanguage"].iter().any(|k| o.contains_key(*k)) {
         Some(SimKind::Abm)
     } else {
         None
@@ -206,11 +196,7 @@ pub fn names_of(doc: &Value, ptr: &str) -> String {
 fn strings_at(doc: &Value, ptr: &str) -> Vec<String> {
     doc.pointer(ptr)
         .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
-                .collect()
-        })
+        .map(|a| a.iter().map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string)).collect())
         .unwrap_or_default()
 }
 
@@ -226,11 +212,7 @@ pub fn names_value(text: &str) -> Value {
 
 /// The parts of a text, trimmed, as a list of strings (empty parts left out).
 fn list_value<'a>(parts: impl Iterator<Item = &'a str>) -> Value {
-    parts
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(|l| Value::String(l.into()))
-        .collect()
+    parts.map(str::trim).filter(|l| !l.is_empty()).map(|l| Value::String(l.into())).collect()
 }
 
 /// A werewolf `role_map` as lines of `name: role`.
@@ -238,10 +220,7 @@ pub fn roles_of(doc: &Value) -> String {
     doc.pointer("/scene/config/role_map")
         .and_then(Value::as_object)
         .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}: {}", v.as_str().unwrap_or_default()))
-                .collect::<Vec<_>>()
-                .join("\n")
+            m.iter().map(|(k, v)| format!("{k}: {}", v.as_str().unwrap_or_default())).collect::<Vec<_>>().join("\n")
         })
         .unwrap_or_default()
 }
@@ -265,18 +244,13 @@ pub fn agent_count(doc: &Value) -> usize {
 
 /// The agents' names, in order.
 pub fn agent_names(doc: &Value) -> Vec<String> {
-    (0..agent_count(doc))
-        .map(|i| text_at(doc, &format!("/agents/{i}/name")))
-        .collect()
+    (0..agent_count(doc)).map(|i| text_at(doc, &format!("/agents/{i}/name"))).collect()
 }
 
 /// Appends an agent with a name no other agent has.
 pub fn add_agent(doc: &mut Value) {
     let names = agent_names(doc);
-    let name = (names.len() + 1..)
-        .map(|n| format!("Agent {n}"))
-        .find(|n| !names.contains(n))
-        .unwrap_or_default();
+    let name = (names.len() + 1..).map(|n| format!("Agent {n}")).find(|n| !names.contains(n)).unwrap_or_default();
     if !doc.pointer("/agents").is_some_and(Value::is_array) {
         set_at(doc, "/agents", Some(json!([])));
     }
@@ -284,10 +258,7 @@ pub fn add_agent(doc: &mut Value) {
     // An agent of a custom scene holds a role of the scene and, of the registry, only `yield`.
     if text_at(doc, "/scene/type") == SceneKind::Custom.name() {
         agent["action_space"] = json!(["yield"]);
-        let role = crate::scene_form::role_names(doc)
-            .into_iter()
-            .next()
-            .unwrap_or_default();
+        let role = crate::scene_form::role_names(doc).into_iter().next().unwrap_or_default();
         agent["properties"] = json!({ "role": role });
     }
     if let Some(a) = doc.pointer_mut("/agents").and_then(Value::as_array_mut) {
@@ -358,10 +329,7 @@ pub fn set_scene_type(doc: &mut Value, kind: &str) {
     let offered = actions_of(kind);
     let keep = |v: &Value| v.as_str().is_some_and(|a| offered.contains(&a));
     for i in 0..agent_count(doc) {
-        if let Some(a) = doc
-            .pointer_mut(&format!("/agents/{i}/action_space"))
-            .and_then(Value::as_array_mut)
-        {
+        if let Some(a) = doc.pointer_mut(&format!("/agents/{i}/action_space")).and_then(Value::as_array_mut) {
             a.retain(keep);
         }
     }
@@ -554,10 +522,7 @@ pub fn csv_preview(text: &str, first_rows: usize) -> CsvPreview {
     let header: Vec<String> = head.split(',').map(|s| s.trim().to_string()).collect();
     let col = |name: &str| header.iter().position(|h| h == name);
     let (date, ticker, close) = (col("date"), col("ticker"), col("close"));
-    let mut p = CsvPreview {
-        header: header.clone(),
-        ..CsvPreview::default()
-    };
+    let mut p = CsvPreview { header: header.clone(), ..CsvPreview::default() };
     for (i, line) in lines {
         let cells: Vec<String> = line.split(',').map(|s| s.trim().to_string()).collect();
         p.total += 1;
@@ -666,11 +631,7 @@ mod tests {
         let mut d = social_template();
         set_scene_type(&mut d, "council");
         toggle_action(&mut d, 0, "vote");
-        set_at(
-            &mut d,
-            "/scene/prose",
-            Some(json!({"rules": "r", "actions": {"vote": {}, "yield": {}}})),
-        );
+        set_at(&mut d, "/scene/prose", Some(json!({"rules": "r", "actions": {"vote": {}, "yield": {}}})));
         set_scene_type(&mut d, "werewolf");
         assert_eq!(d["agents"][0]["action_space"], json!(["send_message", "yield"]));
         assert_eq!(d["scene"]["prose"], json!({"rules": "r", "actions": {"yield": {}}}));
@@ -700,10 +661,7 @@ mod tests {
         assert_eq!(kind_of(&trading_template()), Some(SimKind::Trading));
         let abm = json!({"success": true, "model": {}, "supportingInfo": {"title": "SIR"}});
         assert_eq!(kind_of(&abm), Some(SimKind::Abm));
-        assert_eq!(
-            kind_of(&json!({"codingLanguage": "python", "agents": []})),
-            Some(SimKind::Abm)
-        );
+        assert_eq!(kind_of(&json!({"codingLanguage": "python", "agents": []})), Some(SimKind::Abm));
         assert_eq!(kind_of(&json!([1])), None);
         assert_eq!(title_of(&abm), "SIR");
         assert_eq!(title_of(&social_template()), "My scene");
@@ -731,10 +689,7 @@ mod tests {
         assert!(within("/agents/2/action_space/0", "/agents/2/action_space"));
         assert!(within("/title", "/title"));
         assert!(!within("/titles", "/title"));
-        assert_eq!(
-            refusal_path("scenario: the landlord scene needs exactly 4 agents, got 1"),
-            None
-        );
+        assert_eq!(refusal_path("scenario: the landlord scene needs exactly 4 agents, got 1"), None);
     }
 
     #[test]
@@ -757,11 +712,7 @@ mod tests {
             ("model.list[7].x", "\"list\": ["),
         ] {
             let line = line_of_path(&doc, path);
-            assert!(
-                lines[line - 1].trim().starts_with(starts),
-                "{path}: line {line} is {:?}",
-                lines[line - 1]
-            );
+            assert!(lines[line - 1].trim().starts_with(starts), "{path}: line {line} is {:?}", lines[line - 1]);
         }
         assert_eq!(line_of_path(&doc, ""), 1);
         assert_eq!(line_span("ab\ncd\ne", 2), (3, 5));

@@ -35,13 +35,7 @@ pub fn op_kinds(kind: Kind) -> &'static [&'static str] {
             "scene_prose_set",
             "custom",
         ],
-        Kind::Trading => &[
-            "portfolio_patch",
-            "case_data_inject",
-            "agent_swap",
-            "agent_prompt_replace",
-            "custom",
-        ],
+        Kind::Trading => &["portfolio_patch", "case_data_inject", "agent_swap", "agent_prompt_replace", "custom"],
         Kind::Abm => &["abm_set_global", "abm_set_environment", "abm_set_agent", "custom"],
     }
 }
@@ -124,10 +118,9 @@ pub fn value_text(v: &Value) -> String {
 pub fn parse_value(ty: FieldType, text: &str) -> Result<Value, String> {
     let t = text.trim();
     match ty {
-        FieldType::Integer => t
-            .parse::<i64>()
-            .map(Value::from)
-            .map_err(|_| format!("expected a whole number, got '{t}'")),
+        FieldType::Integer => {
+            t.parse::<i64>().map(Value::from).map_err(|_| format!("expected a whole number, got '{t}'"))
+        }
         FieldType::Number => t
             .parse::<f64>()
             .ok()
@@ -163,11 +156,7 @@ pub fn abm_agent_ids(
     agent_type: &str,
     attr: &str,
 ) -> Option<Vec<(u64, String)>> {
-    let types: Vec<String> = crate::chart::abm_structure(model)
-        .agents
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect();
+    let types: Vec<String> = crate::chart::abm_structure(model).agents.into_iter().map(|(k, _)| k).collect();
     if types != [agent_type] {
         return None;
     }
@@ -211,11 +200,7 @@ fn summarise(values: &[Value]) -> (Option<Value>, String) {
         [(one, _)] => (Some(one.clone()), value_text(one)),
         _ => {
             counts.sort_by_key(|c| std::cmp::Reverse(c.1));
-            let parts: Vec<String> = counts
-                .iter()
-                .take(4)
-                .map(|(v, n)| format!("{}×{n}", value_text(v)))
-                .collect();
+            let parts: Vec<String> = counts.iter().take(4).map(|(v, n)| format!("{}×{n}", value_text(v))).collect();
             let more = if counts.len() > 4 { ", …" } else { "" };
             (None, format!("{}{more}", parts.join(", ")))
         }
@@ -259,11 +244,8 @@ pub struct AbmSets {
 /// The [`AbmSets`] of the node whose root path is `path` (root first), from each node's ops and
 /// the log's steps (`entries`, each naming the node it belongs to).
 pub fn abm_sets(path: &[u64], ops: &HashMap<u64, Vec<Op>>, entries: &[LogEntry]) -> AbmSets {
-    let stepped: HashSet<u64> = entries
-        .iter()
-        .filter(|e| e.event_type() == Some(simtree_shared::EventType::AbmStep))
-        .map(|e| e.node)
-        .collect();
+    let stepped: HashSet<u64> =
+        entries.iter().filter(|e| e.event_type() == Some(simtree_shared::EventType::AbmStep)).map(|e| e.node).collect();
     let mut sets = AbmSets::default();
     for n in path {
         for op in ops.get(n).into_iter().flatten() {
@@ -291,10 +273,7 @@ pub fn abm_sets(path: &[u64], ops: &HashMap<u64, Vec<Op>>, entries: &[LogEntry])
 /// declared initial values.
 pub fn abm_fields(model: &AbmOutline, values: &Map<String, Value>, sets: &AbmSets) -> AbmFields {
     let list = |v: &Option<Vec<AbmVariable>>, set: &HashMap<String, (Value, bool)>| -> Vec<Field> {
-        v.iter()
-            .flatten()
-            .filter_map(|d| field(d, values, set.get(&d.name)))
-            .collect()
+        v.iter().flatten().filter_map(|d| field(d, values, set.get(&d.name))).collect()
     };
     let mut agents: Vec<(String, Vec<Field>)> = Vec::new();
     for (kind, decl) in model.agent_attributes() {
@@ -362,9 +341,7 @@ pub fn prose_set(now: [&str; 3], typed: [&str; 3]) -> Result<Op, String> {
         actions: IndexMap::new(),
     };
     if prose.is_empty() {
-        return Err(format!(
-            "{NOTHING_YET}: edit the description, the rules or the examples"
-        ));
+        return Err(format!("{NOTHING_YET}: edit the description, the rules or the examples"));
     }
     Ok(Op::SceneProseSet { prose })
 }
@@ -421,10 +398,7 @@ pub fn portfolio_patch(cash: &str, positions: &[(String, String)]) -> Result<Op,
     if cash.is_none() && positions_map.is_empty() {
         return Err(format!("{NOTHING_YET}: set the cash or a position"));
     }
-    Ok(Op::PortfolioPatch {
-        cash,
-        positions: positions_map,
-    })
+    Ok(Op::PortfolioPatch { cash, positions: positions_map })
 }
 
 /// `case_data_inject` of a `news`/`earnings`/`other` item. The item has no date field, so a date
@@ -435,15 +409,9 @@ pub fn news_item(kind: &str, date: &str, content: &str) -> Result<Op, String> {
         return Err("the item needs some content".into());
     }
     let date = date.trim();
-    let text = if date.is_empty() {
-        content.to_string()
-    } else {
-        format!("{date} {content}")
-    };
+    let text = if date.is_empty() { content.to_string() } else { format!("{date} {content}") };
     let kind = CaseDataKind::parse(kind).ok_or_else(|| format!("unknown item kind '{kind}'"))?;
-    Ok(Op::CaseDataInject {
-        item: CaseDataItem { kind, content: text },
-    })
+    Ok(Op::CaseDataInject { item: CaseDataItem { kind, content: text } })
 }
 
 /// `agent_swap` to a kind with its parameters (empty = the server's default).
@@ -492,9 +460,7 @@ pub fn prompt_replace(prompt: &str) -> Result<Op, String> {
     if prompt.trim().is_empty() {
         return Err("the prompt must not be empty".into());
     }
-    Ok(Op::AgentPromptReplace {
-        system_prompt: prompt.to_string(),
-    })
+    Ok(Op::AgentPromptReplace { system_prompt: prompt.to_string() })
 }
 
 /// Which ABM declaration an op sets.
@@ -522,17 +488,9 @@ pub fn abm_op(target: AbmTarget, field: &Field, typed: &str, agent_type: &str, a
             let agent_id = if id.is_empty() {
                 None
             } else {
-                Some(
-                    id.parse::<u64>()
-                        .map_err(|_| format!("agent id: expected a whole number, got '{id}'"))?,
-                )
+                Some(id.parse::<u64>().map_err(|_| format!("agent id: expected a whole number, got '{id}'"))?)
             };
-            Op::AbmSetAgent {
-                agent_type: agent_type.to_string(),
-                name,
-                value,
-                agent_id,
-            }
+            Op::AbmSetAgent { agent_type: agent_type.to_string(), name, value, agent_id }
         }
     })
 }
@@ -599,68 +557,38 @@ mod tests {
             step(json!({"agent.Person.agentAttribute.status": ["S", "I", "R"], "globalVariable.infectedCount": 1})),
         ];
         let ids = abm_agent_ids(&sir(), &logs, "Person", "infectionTime").unwrap();
-        assert_eq!(
-            ids,
-            [(1, "S".into()), (2, "I".into()), (3, "R".into())],
-            "another tracked list serves"
-        );
+        assert_eq!(ids, [(1, "S".into()), (2, "I".into()), (3, "R".into())], "another tracked list serves");
         assert_eq!(abm_agent_ids(&sir(), &logs[..1], "Person", "status").unwrap().len(), 3);
-        assert_eq!(
-            abm_agent_ids(&sir(), &logs, "Tree", "status"),
-            None,
-            "not a type of the model"
-        );
+        assert_eq!(abm_agent_ids(&sir(), &logs, "Tree", "status"), None, "not a type of the model");
         assert_eq!(abm_agent_ids(&sir(), &[], "Person", "status"), None, "no step yet");
-        let shrunk = [
-            logs[0].clone(),
-            step(json!({"agent.Person.agentAttribute.status": ["S", "I"]})),
-        ];
-        assert_eq!(
-            abm_agent_ids(&sir(), &shrunk, "Person", "status"),
-            None,
-            "agents came or went"
-        );
+        let shrunk = [logs[0].clone(), step(json!({"agent.Person.agentAttribute.status": ["S", "I"]}))];
+        assert_eq!(abm_agent_ids(&sir(), &shrunk, "Person", "status"), None, "agents came or went");
         let mut two = sir_json();
         two["agents"][0]
             .as_array_mut()
             .unwrap()
             .push(json!({"agentAttributes": [{"name": "x", "sourceName": "agent.Cell.agentAttribute.x"}]}));
         let two: AbmOutline = serde_json::from_value(two).unwrap();
-        assert_eq!(
-            abm_agent_ids(&two, &logs, "Person", "status"),
-            None,
-            "two types share the numbering"
-        );
+        assert_eq!(abm_agent_ids(&two, &logs, "Person", "status"), None, "two types share the numbering");
     }
 
     #[test]
     fn values_are_parsed_by_their_type_with_readable_errors() {
         assert_eq!(parse_value(FieldType::Integer, " 12 "), Ok(json!(12)));
-        assert!(
-            parse_value(FieldType::Integer, "1.5")
-                .unwrap_err()
-                .contains("whole number")
-        );
+        assert!(parse_value(FieldType::Integer, "1.5").unwrap_err().contains("whole number"));
         assert_eq!(parse_value(FieldType::Number, "0.6"), Ok(json!(0.6)));
         assert!(parse_value(FieldType::Number, "NaN").is_err());
         assert_eq!(parse_value(FieldType::Bool, "true"), Ok(json!(true)));
         assert!(parse_value(FieldType::Bool, "yes").is_err());
         assert_eq!(parse_value(FieldType::Text, "I"), Ok(json!("I")));
-        assert!(
-            parse_value(FieldType::Json, "{")
-                .unwrap_err()
-                .starts_with("invalid JSON")
-        );
+        assert!(parse_value(FieldType::Json, "{").unwrap_err().starts_with("invalid JSON"));
     }
 
     #[test]
     fn abm_ops_carry_name_type_and_optional_agent_id() {
         let f = abm_fields(&sir(), &Map::new(), &AbmSets::default());
         let g = wire(abm_op(AbmTarget::Global, &f.globals[0], "0.6", "", ""));
-        assert_eq!(
-            g,
-            json!({"op": "abm_set_global", "name": "infectionRate", "value": 0.6})
-        );
+        assert_eq!(g, json!({"op": "abm_set_global", "name": "infectionRate", "value": 0.6}));
         let e = wire(abm_op(AbmTarget::Environment, &f.environment[0], "0.7", "", ""));
         assert_eq!(e["op"], "abm_set_environment");
         let a = wire(abm_op(AbmTarget::Agent, &f.agents[0].1[0], "R", "Person", "7"));
@@ -669,11 +597,7 @@ mod tests {
             json!({"op": "abm_set_agent", "agent_type": "Person", "name": "status", "value": "R", "agent_id": 7})
         );
         assert!(abm_op(AbmTarget::Agent, &f.agents[0].1[0], "R", "Person", "x").is_err());
-        assert!(
-            abm_op(AbmTarget::Global, &f.globals[0], "high", "", "")
-                .unwrap_err()
-                .starts_with("infectionRate")
-        );
+        assert!(abm_op(AbmTarget::Global, &f.globals[0], "high", "", "").unwrap_err().starts_with("infectionRate"));
         // The value it has already is no change (numbers compared by value).
         let now = value_text(&f.globals[0].current);
         let same = abm_op(AbmTarget::Global, &f.globals[0], &now, "", "").unwrap_err();
@@ -683,12 +607,7 @@ mod tests {
     #[test]
     fn a_global_set_by_a_branch_is_what_the_node_holds_until_a_step_tracks_it() {
         let mut ops = HashMap::new();
-        let set = |name: &str, value: Value| {
-            vec![Op::AbmSetGlobal {
-                name: name.into(),
-                value,
-            }]
-        };
+        let set = |name: &str, value: Value| vec![Op::AbmSetGlobal { name: name.into(), value }];
         ops.insert(1, set("infectionRate", json!(0.6)));
         ops.insert(2, set("infectedCount", json!(99)));
         // Node 1 steps after its op: the untracked rate stays 0.6, the tracked count is the step's.
@@ -750,15 +669,8 @@ mod tests {
             json!({"op": "scene_state_patch", "updates": {"time": 1200}})
         );
         // The unchanged picked key is left out; the JSON's keys are taken as typed.
-        assert_eq!(
-            wire(scene_patch(r#"{"topic": "sun"}"#, Some((time, "1080"))))["updates"],
-            json!({"topic": "sun"})
-        );
-        assert!(
-            scene_patch("{}", Some((time, "1080")))
-                .unwrap_err()
-                .starts_with("nothing")
-        );
+        assert_eq!(wire(scene_patch(r#"{"topic": "sun"}"#, Some((time, "1080"))))["updates"], json!({"topic": "sun"}));
+        assert!(scene_patch("{}", Some((time, "1080"))).unwrap_err().starts_with("nothing"));
         assert!(scene_patch("{}", Some((time, "noon"))).unwrap_err().starts_with("time"));
         assert!(scene_patch("[1]", None).is_err());
     }
@@ -766,19 +678,12 @@ mod tests {
     #[test]
     fn trading_forms_build_the_servers_ops() {
         assert_eq!(
-            wire(portfolio_patch(
-                "500,000",
-                &[("AAPL".into(), "10".into()), ("MSFT".into(), "".into())]
-            )),
+            wire(portfolio_patch("500,000", &[("AAPL".into(), "10".into()), ("MSFT".into(), "".into())])),
             json!({"op": "portfolio_patch", "cash": 500000.0, "positions": {"AAPL": 10}})
         );
         assert!(portfolio_patch("", &[]).unwrap_err().starts_with("nothing"));
         assert!(portfolio_patch("-5", &[]).unwrap_err().starts_with("cash"));
-        assert!(
-            portfolio_patch("", &[("AAPL".into(), "2.5".into())])
-                .unwrap_err()
-                .starts_with("AAPL")
-        );
+        assert!(portfolio_patch("", &[("AAPL".into(), "2.5".into())]).unwrap_err().starts_with("AAPL"));
         assert_eq!(
             wire(news_item("news", "2012-06-01", "Apple recalls phones"))["item"],
             json!({"kind": "news", "content": "2012-06-01 Apple recalls phones"})
@@ -788,10 +693,7 @@ mod tests {
             wire(agent_swap("mean_reversion", "20", "1.5", "", ""))["agent"],
             json!({"kind": "mean_reversion", "lookback": 20, "band": 1.5})
         );
-        assert_eq!(
-            wire(agent_swap("buy_and_hold", "9", "", "", ""))["agent"],
-            json!({"kind": "buy_and_hold"})
-        );
+        assert_eq!(wire(agent_swap("buy_and_hold", "9", "", "", ""))["agent"], json!({"kind": "buy_and_hold"}));
         assert_eq!(
             wire(agent_swap("llm", "", "", "2", "Be careful."))["agent"],
             json!({"kind": "llm", "history": 2, "system_prompt": "Be careful."})

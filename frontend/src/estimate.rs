@@ -18,31 +18,21 @@ const DEBOUNCE_MS: i32 = 300;
 pub fn debounced_estimate(
     request: impl Fn() -> Option<(u64, &'static str, Value)> + 'static,
 ) -> RwSignal<Option<Estimate>> {
-    debounced(DEBOUNCE_MS, request, |(tree, route, body)| async move {
-        api::estimate(tree, route, &body).await.ok()
-    })
+    debounced(DEBOUNCE_MS, request, |(tree, route, body)| async move { api::estimate(tree, route, &body).await.ok() })
 }
 
 /// The estimate's words: calls, tokens and (when the model has a price) money. Calls without
 /// tokens mean the server had no recorded call to take tokens from (`unknown` says so; no call
 /// has no prompt), not calls that cost nothing.
 pub fn estimate_text(e: &Estimate, template: &str, unknown: &str, money_word: &str) -> String {
-    let template = if e.calls > 0 && e.prompt_tokens + e.completion_tokens == 0 {
-        unknown
-    } else {
-        template
-    };
+    let template = if e.calls > 0 && e.prompt_tokens + e.completion_tokens == 0 { unknown } else { template };
     let mut text = template
         .replace("{{calls}}", &e.calls.to_string())
         .replace("{{tokens}}", &(e.prompt_tokens + e.completion_tokens).to_string())
         .replace("{{in}}", &e.prompt_tokens.to_string())
         .replace("{{out}}", &e.completion_tokens.to_string());
     if let Some(m) = e.money {
-        let m = if m < 0.01 && m > 0.0 {
-            format!("${m:.4}")
-        } else {
-            format!("${m:.2}")
-        };
+        let m = if m < 0.01 && m > 0.0 { format!("${m:.4}") } else { format!("${m:.2}") };
         text.push_str(&format!(" · {money_word} {m}"));
     }
     text
@@ -58,17 +48,9 @@ pub fn EstimateLine(#[prop(into)] id: String, estimate: RwSignal<Option<Estimate
             let text = format!(
                 "{}: {}",
                 ctx.tr("estimate.label"),
-                estimate_text(
-                    &e,
-                    ctx.tr("estimate.text"),
-                    ctx.tr("estimate.tokensUnknown"),
-                    ctx.tr("estimate.money")
-                )
+                estimate_text(&e, ctx.tr("estimate.text"), ctx.tr("estimate.tokensUnknown"), ctx.tr("estimate.money"))
             );
-            let warning = e
-                .warning
-                .clone()
-                .map(|w| view! { <p id=format!("{id}-warning") class="reason">{w}</p> });
+            let warning = e.warning.clone().map(|w| view! { <p id=format!("{id}-warning") class="reason">{w}</p> });
             view! {
                 <p id=id.clone() class="estimate muted" title=e.basis.clone()>{text}</p>
                 {warning}
@@ -95,12 +77,7 @@ mod tests {
     #[test]
     fn tokens_no_recorded_call_can_tell_are_unknown_not_zero() {
         let words = |e: &Estimate| {
-            estimate_text(
-                e,
-                "{{calls}} calls · {{tokens}} tokens",
-                "{{calls}} calls · tokens unknown",
-                "about",
-            )
+            estimate_text(e, "{{calls}} calls · {{tokens}} tokens", "{{calls}} calls · tokens unknown", "about")
         };
         assert_eq!(words(&estimate(12, 0, 0)), "12 calls · tokens unknown");
         assert_eq!(words(&estimate(12, 900, 300)), "12 calls · 1200 tokens");

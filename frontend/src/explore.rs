@@ -52,13 +52,7 @@ impl ExploreForm {
             .next()
             .and_then(|l| l.split_once('='))
             .map_or(String::new(), |(_, spec)| spec.trim().to_string());
-        ExploreForm {
-            axis,
-            metric,
-            goal: goal.into(),
-            runs: "20".into(),
-            money: String::new(),
-        }
+        ExploreForm { axis, metric, goal: goal.into(), runs: "20".into(), money: String::new() }
     }
 
     /// The body of `POST …/explore` from `parent`, or the i18n key of the first field at fault.
@@ -77,12 +71,7 @@ impl ExploreForm {
         };
         let money = match self.money.trim() {
             "" => None,
-            m => Some(
-                m.parse::<f64>()
-                    .ok()
-                    .filter(|x| x.is_finite() && *x > 0.0)
-                    .ok_or("explore.errMoney")?,
-            ),
+            m => Some(m.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0).ok_or("explore.errMoney")?),
         };
         if runs.is_none() && money.is_none() {
             return Err("explore.errBudget");
@@ -117,17 +106,9 @@ pub fn point_text(point: &IndexMap<String, Value>) -> String {
 
 /// A number as the table shows it: four significant figures at most, no trailing zeros.
 fn figure(x: f64) -> String {
-    let digits = if x == 0.0 {
-        0
-    } else {
-        (3 - x.abs().log10().floor() as i32).clamp(0, 6) as usize
-    };
+    let digits = if x == 0.0 { 0 } else { (3 - x.abs().log10().floor() as i32).clamp(0, 6) as usize };
     let s = format!("{x:.digits$}");
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
-    }
+    if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s }
 }
 
 /// `mean [lo, hi]`, `mean` without an interval, `–` without a value.
@@ -175,17 +156,11 @@ mod tests {
         let f = ExploreForm::example(Kind::Abm);
         let body = f.to_body(4).unwrap();
         assert_eq!(body["parent"], 4);
-        assert_eq!(
-            body["objective"],
-            json!({"metric": "max:globalVariable.infectedCount", "goal": "min"})
-        );
+        assert_eq!(body["objective"], json!({"metric": "max:globalVariable.infectedCount", "goal": "min"}));
         assert_eq!(body["space"][0]["values"], json!([0.01, 0.05, 0.1, 0.3]));
         assert_eq!(body["space"][0]["op"]["name"], "infectionRate");
         assert_eq!(body["budget"], json!({"runs": 20}));
-        assert_eq!(
-            (body["turns"].clone(), body["replicates"].clone()),
-            (json!(40), json!(2))
-        );
+        assert_eq!((body["turns"].clone(), body["replicates"].clone()), (json!(40), json!(2)));
         let social = ExploreForm::example(Kind::Social).to_body(0).unwrap();
         assert_eq!(social["objective"]["metric"], "count:action_end");
         assert_eq!(social["space"][0]["values"], json!(["rain", "sun", "snow"]));
@@ -232,10 +207,7 @@ mod tests {
             parent: 0,
             turns: 1,
             seed: 0,
-            objective: simtree_shared::Objective {
-                metric: "max:x".into(),
-                goal: simtree_shared::ExploreGoal::Min,
-            },
+            objective: simtree_shared::Objective { metric: "max:x".into(), goal: simtree_shared::ExploreGoal::Min },
             status: ExploreStatus::Done,
             reason: None,
             round: 2,

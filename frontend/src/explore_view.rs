@@ -116,10 +116,7 @@ fn ExploreRace(tree: Tree, table: ExploreTable) -> impl IntoView {
     let best = table.best.clone().map(|b| {
         let node = b.node;
         let label = point_text(&b.point);
-        let margin = b
-            .margin
-            .as_ref()
-            .and_then(|m| m.mean_diff.map(|d| mean_text(Some(d), m.ci95)));
+        let margin = b.margin.as_ref().and_then(|m| m.mean_diff.map(|d| mean_text(Some(d), m.ci95)));
         view! {
             <p id="explore-best" class="explore-best" data-node=node>
                 {format!("{}: {label} · {} (n={})", ctx.tr("explore.best"), mean_text(Some(b.mean), b.ci95), b.n)}
@@ -131,11 +128,8 @@ fn ExploreRace(tree: Tree, table: ExploreTable) -> impl IntoView {
             </p>
         }
     });
-    let (t_id, e_id, running) = (
-        tree.id.get_untracked().unwrap_or(0),
-        table.explore,
-        table.status == ExploreStatus::Running,
-    );
+    let (t_id, e_id, running) =
+        (tree.id.get_untracked().unwrap_or(0), table.explore, table.status == ExploreStatus::Running);
     let cancel = move |_| {
         leptos::task::spawn_local(async move {
             let _ = api::cancel_explore(t_id, e_id).await;

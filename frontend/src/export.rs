@@ -10,11 +10,7 @@ use crate::chart::{abm_steps, abm_table};
 
 /// One JSON object per line, as `simtree run --out` writes logs.
 pub fn logs_jsonl(entries: &[LogEntry]) -> String {
-    entries
-        .iter()
-        .filter_map(|e| serde_json::to_string(e).ok())
-        .map(|line| line + "\n")
-        .collect()
+    entries.iter().filter_map(|e| serde_json::to_string(e).ok()).map(|line| line + "\n").collect()
 }
 
 /// A CSV text cell ([`simtree_shared::csv::text`]).
@@ -26,11 +22,7 @@ fn cell(text: &str) -> std::borrow::Cow<'_, str> {
 pub fn equity_csv(strategy: &[EquityPoint], buy_and_hold: &[EquityPoint]) -> String {
     let mut out = String::from("date,strategy,buy_and_hold\n");
     for p in strategy {
-        let b = buy_and_hold
-            .iter()
-            .find(|b| b.date == p.date)
-            .map(|b| b.value.to_string())
-            .unwrap_or_default();
+        let b = buy_and_hold.iter().find(|b| b.date == p.date).map(|b| b.value.to_string()).unwrap_or_default();
         out.push_str(&format!("{},{},{b}\n", cell(&p.date), p.value));
     }
     out
@@ -177,10 +169,7 @@ mod tests {
 
     #[test]
     fn the_equity_csv_joins_both_curves_by_date() {
-        let point = |date: &str, value: f64| EquityPoint {
-            date: date.into(),
-            value,
-        };
+        let point = |date: &str, value: f64| EquityPoint { date: date.into(), value };
         let strategy = [point("2012-06-01", 100000.0), point("2012-06-04", 101000.5)];
         assert_eq!(
             equity_csv(&strategy, &[point("2012-06-04", 99000.0)]),
@@ -256,12 +245,7 @@ mod tests {
         let doc = svg_document("<svg width=\"5\"><rect></rect></svg>");
         assert!(doc.starts_with("<?xml"));
         assert_eq!(doc.matches("xmlns=").count(), 1);
-        assert_eq!(
-            svg_document("<svg xmlns=\"http://www.w3.org/2000/svg\"></svg>")
-                .matches("xmlns=")
-                .count(),
-            1
-        );
+        assert_eq!(svg_document("<svg xmlns=\"http://www.w3.org/2000/svg\"></svg>").matches("xmlns=").count(), 1);
         assert_eq!(file_name(3, Some(7), "log", "jsonl"), "simtree-tree3-node7-log.jsonl");
         assert_eq!(file_name(3, None, "export", "json"), "simtree-tree3-export.json");
     }

@@ -61,13 +61,10 @@ fn texts() -> &'static HashMap<&'static str, (&'static str, &'static str)> {
 /// The table's rows, `(key, English, Chinese)`; comment lines (`#`) and blank lines are skipped,
 /// and a line without three fields is left out (a unit test holds the file to its form).
 fn rows(table: &str) -> impl Iterator<Item = (&str, &str, &str)> {
-    table
-        .lines()
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .filter_map(|l| {
-            let mut fields = l.split('\t');
-            Some((fields.next()?, fields.next()?, fields.next()?))
-        })
+    table.lines().filter(|l| !l.is_empty() && !l.starts_with('#')).filter_map(|l| {
+        let mut fields = l.split('\t');
+        Some((fields.next()?, fields.next()?, fields.next()?))
+    })
 }
 
 /// Looks up a key; unknown keys come back as themselves so a missing string is visible.
@@ -165,16 +162,11 @@ mod tests {
         use crate::ops::Kind;
         for kind in [Kind::Social, Kind::Trading, Kind::Abm] {
             let legend = kind.legend().iter().map(|s| s.name);
-            let ops = crate::editors::op_kinds(kind)
-                .iter()
-                .copied()
-                .filter(|k| *k != "custom");
+            let ops = crate::editors::op_kinds(kind).iter().copied().filter(|k| *k != "custom");
             for name in legend.chain(ops) {
                 assert_eq!(wire_term(Lang::En, name), name);
                 assert!(
-                    wire_term(Lang::Zh, name)
-                        .chars()
-                        .any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
+                    wire_term(Lang::Zh, name).chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
                     "{name} has no Chinese name"
                 );
             }
@@ -240,10 +232,8 @@ mod tests {
             include_str!("pages/notebook/find.rs"),
             include_str!("pages/notebook/global.rs"),
         ];
-        let prefixes: std::collections::BTreeSet<&str> = rows(TEXTS)
-            .filter_map(|(key, _, _)| key.split_once('.'))
-            .map(|(p, _)| p)
-            .collect();
+        let prefixes: std::collections::BTreeSet<&str> =
+            rows(TEXTS).filter_map(|(key, _, _)| key.split_once('.')).map(|(p, _)| p).collect();
         let mut keys = Vec::new();
         for src in sources {
             for part in src.split(".tr(\"").skip(1).chain(src.split("t(lang, \"").skip(1)) {
@@ -270,10 +260,7 @@ mod tests {
             let key: &'static str = Box::leak(key.into_boxed_str());
             let zh = t(Lang::Zh, key);
             assert_ne!(zh, key, "{key} has no text at all");
-            assert!(
-                zh.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
-                "{key} is not translated: {zh}"
-            );
+            assert!(zh.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)), "{key} is not translated: {zh}");
         }
     }
 }

@@ -116,11 +116,7 @@ fn job_list<T: Job>(tree: Tree) -> JobList<T> {
             reload(t);
         }
     });
-    JobList {
-        tables,
-        chosen,
-        started,
-    }
+    JobList { tables, chosen, started }
 }
 
 /// A kind's panel: its title, a button per job of the tree (the chosen one lit), the chosen job
@@ -134,11 +130,7 @@ pub fn job_panel<T: Job, R: IntoView + 'static, F: IntoView>(
     let ctx = ctx();
     let names = T::NAMES;
     let list = job_list::<T>(tree);
-    let JobList {
-        tables,
-        chosen,
-        started,
-    } = list;
+    let JobList { tables, chosen, started } = list;
     let picks = move || {
         let all = tables.get();
         if all.is_empty() {
@@ -147,12 +139,7 @@ pub fn job_panel<T: Job, R: IntoView + 'static, F: IntoView>(
         all.into_iter()
             .map(|job| {
                 let id = job.id();
-                let text = format!(
-                    "#{id} · {} #{} · {}",
-                    ctx.tr("sweep.from"),
-                    job.parent(),
-                    job.standing(ctx)
-                );
+                let text = format!("#{id} · {} #{} · {}", ctx.tr("sweep.from"), job.parent(), job.standing(ctx));
                 view! {
                     <button class="sweep-pick" class:active=move || chosen.get() == Some(id)
                         on:click=move |_| chosen.set(Some(id))>{text}</button>

@@ -46,11 +46,7 @@ impl Direction {
     }
 
     pub fn from_code(code: &str) -> Direction {
-        if code == "right" {
-            Direction::Right
-        } else {
-            Direction::Down
-        }
+        if code == "right" { Direction::Right } else { Direction::Down }
     }
 
     pub fn flip(self) -> Direction {
@@ -118,12 +114,8 @@ impl Layout {
         // partial model must still draw).
         // (One set of children, not a `parent_of` scan per node: that was quadratic.)
         let has_parent: HashSet<u64> = g.edges.iter().map(|e| e.to).collect();
-        let mut roots: Vec<u64> = g
-            .nodes
-            .keys()
-            .copied()
-            .filter(|&n| n == g.root || !has_parent.contains(&n))
-            .collect();
+        let mut roots: Vec<u64> =
+            g.nodes.keys().copied().filter(|&n| n == g.root || !has_parent.contains(&n)).collect();
         roots.sort_unstable();
         roots.dedup();
         for root in roots {
@@ -139,11 +131,7 @@ impl Layout {
                 let depth = f64::from(g.nodes.get(&n).copied().unwrap_or(0));
                 if kids.is_empty() {
                     let fan = replicate_of(n);
-                    let slot = if fan.is_some() && fan == last_fan {
-                        next_slot - 1.0 + packed
-                    } else {
-                        next_slot
-                    };
+                    let slot = if fan.is_some() && fan == last_fan { next_slot - 1.0 + packed } else { next_slot };
                     pos.insert(n, (slot * slot_gap, depth * depth_gap));
                     next_slot = slot + 1.0;
                     last_fan = fan;
@@ -180,23 +168,13 @@ impl Layout {
                     let b = f.bounds;
                     f.bounds = (b.0.min(x), b.1.min(y), b.2.max(x), b.3.max(y));
                 }
-                None => fans.push(Fan {
-                    cell,
-                    count: 1,
-                    bounds: (x, y, x, y),
-                }),
+                None => fans.push(Fan { cell, count: 1, bounds: (x, y, x, y) }),
             }
         }
         fans.retain(|f| f.count >= 2);
         fans.sort_by_key(|f| f.cell);
         let grid = Grid::new(&pos);
-        Layout {
-            pos,
-            bounds,
-            hidden,
-            grid,
-            fans,
-        }
+        Layout { pos, bounds, hidden, grid, fans }
     }
 
     /// The drawn node nearest to the world point within `reach`, if any.
@@ -213,9 +191,7 @@ impl Layout {
     /// Ids whose circle intersects the world-space rectangle `(x0, y0, x1, y1)`, sorted.
     pub fn visible(&self, view: (f64, f64, f64, f64)) -> Vec<u64> {
         let r = NODE / 2.0;
-        let mut ids = self
-            .grid
-            .within(&self.pos, (view.0 - r, view.1 - r, view.2 + r, view.3 + r));
+        let mut ids = self.grid.within(&self.pos, (view.0 - r, view.1 - r, view.2 + r, view.3 + r));
         ids.sort_unstable();
         ids
     }
@@ -296,11 +272,7 @@ pub struct ViewTransform {
 
 impl Default for ViewTransform {
     fn default() -> Self {
-        ViewTransform {
-            tx: 40.0,
-            ty: 40.0,
-            scale: 1.0,
-        }
+        ViewTransform { tx: 40.0, ty: 40.0, scale: 1.0 }
     }
 }
 
@@ -336,19 +308,11 @@ impl ViewTransform {
     pub fn zoom_at(self, sx: f64, sy: f64, factor: f64) -> ViewTransform {
         let scale = (self.scale * factor).clamp(MIN_SCALE, MAX_SCALE);
         let k = scale / self.scale;
-        ViewTransform {
-            tx: sx - (sx - self.tx) * k,
-            ty: sy - (sy - self.ty) * k,
-            scale,
-        }
+        ViewTransform { tx: sx - (sx - self.tx) * k, ty: sy - (sy - self.ty) * k, scale }
     }
 
     pub fn pan(self, dx: f64, dy: f64) -> ViewTransform {
-        ViewTransform {
-            tx: self.tx + dx,
-            ty: self.ty + dy,
-            ..self
-        }
+        ViewTransform { tx: self.tx + dx, ty: self.ty + dy, ..self }
     }
 
     /// The world-space rectangle a `width × height` viewport shows.
@@ -363,11 +327,7 @@ impl ViewTransform {
 
     /// The screen point back in world space (for minimap clicks).
     pub fn centre_on(self, wx: f64, wy: f64, width: f64, height: f64) -> ViewTransform {
-        ViewTransform {
-            tx: width / 2.0 - wx * self.scale,
-            ty: height / 2.0 - wy * self.scale,
-            ..self
-        }
+        ViewTransform { tx: width / 2.0 - wx * self.scale, ty: height / 2.0 - wy * self.scale, ..self }
     }
 
     /// The SVG transform. Full precision for the scale: at the scales a wide tree fits with
@@ -387,17 +347,13 @@ pub const LABEL_GAP: f64 = 6.0;
 /// their room never overlap; rows are far enough apart that labels of different rows do not
 /// (a row is [`ROW`] down, a slot [`LR_SLOT`] across).
 pub fn label_room(nodes: impl IntoIterator<Item = (u64, (f64, f64))>) -> HashMap<u64, f64> {
-    let mut at: Vec<(i64, f64, u64)> = nodes
-        .into_iter()
-        .map(|(id, (x, y))| ((y * 2.0).round() as i64, x, id))
-        .collect();
+    let mut at: Vec<(i64, f64, u64)> =
+        nodes.into_iter().map(|(id, (x, y))| ((y * 2.0).round() as i64, x, id)).collect();
     at.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
     let mut room = HashMap::with_capacity(at.len());
     for (i, &(row, x, id)) in at.iter().enumerate() {
         let apart = |j: Option<usize>| {
-            j.and_then(|j| at.get(j))
-                .filter(|other| other.0 == row)
-                .map_or(f64::INFINITY, |other| (other.1 - x).abs())
+            j.and_then(|j| at.get(j)).filter(|other| other.0 == row).map_or(f64::INFINITY, |other| (other.1 - x).abs())
         };
         let nearest = apart(i.checked_sub(1)).min(apart(Some(i + 1)));
         room.insert(id, nearest);
@@ -416,11 +372,7 @@ mod tests {
         for &(from, to) in edges {
             let depth = g.nodes[&from] + 1;
             g.nodes.insert(to, depth);
-            g.edges.push(GraphEdge {
-                from,
-                to,
-                kind: EdgeType::Advance,
-            });
+            g.edges.push(GraphEdge { from, to, kind: EdgeType::Advance });
         }
         g
     }
@@ -428,12 +380,7 @@ mod tests {
     fn assert_tidy(g: &GraphModel, l: &Layout) {
         assert_eq!(l.pos.len(), g.nodes.len());
         for e in &g.edges {
-            assert!(
-                l.pos[&e.from].1 < l.pos[&e.to].1,
-                "parent {} above child {}",
-                e.from,
-                e.to
-            );
+            assert!(l.pos[&e.from].1 < l.pos[&e.to].1, "parent {} above child {}", e.from, e.to);
         }
         let mut pts: Vec<(f64, f64)> = l.pos.values().copied().collect();
         pts.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -461,10 +408,7 @@ mod tests {
         assert_tidy(&g, &l);
         assert_eq!(l.pos[&1].0, l.pos[&4].0, "centred over the middle child");
         assert_eq!(l.pos[&2].0, l.pos[&6].0);
-        assert!(
-            l.pos[&3].0 < l.pos[&4].0 && l.pos[&4].0 < l.pos[&5].0,
-            "children in attach order"
-        );
+        assert!(l.pos[&3].0 < l.pos[&4].0 && l.pos[&4].0 < l.pos[&5].0, "children in attach order");
     }
 
     #[test]
@@ -507,11 +451,7 @@ mod tests {
         let l = Layout::compute(&g);
         let t = ViewTransform::fit(&l, 1000.0, 600.0);
         for id in [1, 10_000, 20_000] {
-            assert!(
-                t.shows(l.pos[&id], 1000.0, 600.0, 0.0),
-                "node {id} off screen at scale {}",
-                t.scale
-            );
+            assert!(t.shows(l.pos[&id], 1000.0, 600.0, 0.0), "node {id} off screen at scale {}", t.scale);
         }
         assert_eq!(l.visible(t.world_view(1000.0, 600.0)).len(), 20_001);
     }
@@ -539,16 +479,8 @@ mod tests {
         let l = Layout::compute(&g);
         assert_tidy(&g, &l);
         let gap = |a: u64, b: u64| l.pos[&b].0 - l.pos[&a].0;
-        assert!(
-            (gap(3, 4) - (NODE + 2.0)).abs() < 1e-9,
-            "replicates a node apart: {}",
-            gap(3, 4)
-        );
-        assert!(
-            (gap(5, 9) - COL).abs() < 1e-9,
-            "a plain sibling keeps its column: {}",
-            gap(5, 9)
-        );
+        assert!((gap(3, 4) - (NODE + 2.0)).abs() < 1e-9, "replicates a node apart: {}", gap(3, 4));
+        assert!((gap(5, 9) - COL).abs() < 1e-9, "a plain sibling keeps its column: {}", gap(5, 9));
         assert_eq!(l.fans.len(), 2);
         assert_eq!((l.fans[0].cell, l.fans[0].count), (1, 3));
         assert_eq!(l.fans[0].bounds.0, l.pos[&3].0);
@@ -579,11 +511,7 @@ mod tests {
         }
         let g = model(&edges);
         let l = Layout::compute(&g);
-        for view in [
-            (100.0, 0.0, 900.0, 300.0),
-            (-1e9, -1e9, 1e9, 1e9),
-            (5000.0, 200.0, 5001.0, 400.0),
-        ] {
+        for view in [(100.0, 0.0, 900.0, 300.0), (-1e9, -1e9, 1e9, 1e9), (5000.0, 200.0, 5001.0, 400.0)] {
             let mut scan: Vec<u64> = l
                 .pos
                 .iter()
@@ -597,11 +525,7 @@ mod tests {
         }
         let p = l.pos[&1234];
         assert_eq!(l.hit((p.0 + 3.0, p.1 - 2.0), NODE / 2.0), Some(1234));
-        assert_eq!(
-            l.hit((p.0 + COL / 2.0, p.1 + ROW / 2.0), 5.0),
-            None,
-            "nothing within reach"
-        );
+        assert_eq!(l.hit((p.0 + COL / 2.0, p.1 + ROW / 2.0), 5.0), None, "nothing within reach");
     }
 
     #[test]

@@ -35,19 +35,10 @@ impl LiveText {
     /// changed.
     pub fn apply(&mut self, msg: &TreeMsg, graph: &GraphModel) -> bool {
         match msg {
-            TreeMsg::Delta {
-                node,
-                call,
-                at,
-                text,
-                agent,
-            } => {
+            TreeMsg::Delta { node, call, at, text, agent } => {
                 let r = self.0.entry(*node).or_default();
                 if *call != r.call || r.text.is_empty() {
-                    *r = Reply {
-                        call: *call,
-                        ..Reply::default()
-                    };
+                    *r = Reply { call: *call, ..Reply::default() };
                     if *at > 0 {
                         r.text.push('…');
                     }
@@ -88,13 +79,7 @@ mod tests {
     use super::*;
 
     fn delta(node: u64, call: u64, at: u64, text: &str) -> TreeMsg {
-        TreeMsg::Delta {
-            node,
-            call,
-            at,
-            text: text.into(),
-            agent: Some(format!("agent of call {call}")),
-        }
+        TreeMsg::Delta { node, call, at, text: text.into(), agent: Some(format!("agent of call {call}")) }
     }
 
     #[test]
@@ -112,15 +97,7 @@ mod tests {
         live.apply(&delta(3, 4, 7, "joined late"), &g);
         assert_eq!(live.of(3), Some("…joined late"));
         // Not running any more (the default graph runs nothing): gone.
-        assert!(live.apply(
-            &TreeMsg::RunFinish {
-                node: 2,
-                status: Default::default(),
-                error: None,
-                turns: None
-            },
-            &g
-        ));
+        assert!(live.apply(&TreeMsg::RunFinish { node: 2, status: Default::default(), error: None, turns: None }, &g));
         assert_eq!((live.of(2), live.of(3)), (None, None));
     }
 }

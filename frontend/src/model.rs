@@ -53,12 +53,8 @@ pub struct RunEnd {
 
 impl GraphModel {
     pub fn from_graph(g: &Graph) -> Self {
-        let mut status: HashMap<u64, NodeStatus> = g
-            .nodes
-            .iter()
-            .filter(|n| n.status != NodeStatus::Done)
-            .map(|n| (n.id, n.status))
-            .collect();
+        let mut status: HashMap<u64, NodeStatus> =
+            g.nodes.iter().filter(|n| n.status != NodeStatus::Done).map(|n| (n.id, n.status)).collect();
         for r in &g.running {
             status.insert(*r, NodeStatus::Running);
         }
@@ -148,11 +144,7 @@ impl GraphModel {
                 if let Some(parent) = a.parent
                     && !self.edges.iter().any(|e| e.to == a.node)
                 {
-                    self.edges.push(GraphEdge {
-                        from: parent,
-                        to: a.node,
-                        kind: a.edge_type,
-                    });
+                    self.edges.push(GraphEdge { from: parent, to: a.node, kind: a.edge_type });
                 }
                 None
             }
@@ -161,12 +153,7 @@ impl GraphModel {
                 self.status.insert(*node, NodeStatus::Running);
                 None
             }
-            TreeMsg::RunFinish {
-                node,
-                status,
-                error,
-                turns,
-            } => {
+            TreeMsg::RunFinish { node, status, error, turns } => {
                 self.running.remove(node);
                 if let Some(t) = turns {
                     self.turns.insert(*node, *t);
@@ -184,11 +171,7 @@ impl GraphModel {
                 if let Some(e) = error {
                     self.errors.insert(*node, e.clone());
                 }
-                Some(RunEnd {
-                    node: *node,
-                    status,
-                    error: error.clone(),
-                })
+                Some(RunEnd { node: *node, status, error: error.clone() })
             }
             TreeMsg::Deleted { node } => {
                 let gone = self.descendants(*node);
@@ -284,10 +267,7 @@ pub struct FanOut {
 impl FanOut {
     /// A fan-out from `parents`, started when the graph was `g`.
     pub fn start(g: &GraphModel, parents: impl IntoIterator<Item = u64>) -> Self {
-        FanOut {
-            parents: parents.into_iter().collect(),
-            before: g.nodes.keys().copied().collect(),
-        }
+        FanOut { parents: parents.into_iter().collect(), before: g.nodes.keys().copied().collect() }
     }
 
     /// A run of every leaf of `g` (`advance_frontier`).
@@ -335,11 +315,7 @@ pub struct Turns {
 impl Turns {
     /// The finished share in `0.0..=1.0` (an unknown total counts as nothing done).
     pub fn fraction(self) -> f64 {
-        if self.total == 0 {
-            0.0
-        } else {
-            (self.done as f64 / self.total as f64).clamp(0.0, 1.0)
-        }
+        if self.total == 0 { 0.0 } else { (self.done as f64 / self.total as f64).clamp(0.0, 1.0) }
     }
 }
 
@@ -355,10 +331,7 @@ impl Progress {
     pub fn apply(&mut self, msg: &TreeMsg, graph: &GraphModel) -> bool {
         match msg {
             TreeMsg::RunProgress { node, done, total } => {
-                let t = Turns {
-                    done: *done,
-                    total: *total,
-                };
+                let t = Turns { done: *done, total: *total };
                 self.0.insert(*node, t) != Some(t)
             }
             TreeMsg::RunFinish { .. } | TreeMsg::Deleted { .. } | TreeMsg::Snapshot(_) => {
@@ -451,13 +424,7 @@ impl Toasts {
         if let Some(id) = merged {
             return (id, stamp);
         }
-        self.items.push(ToastItem {
-            id: stamp,
-            level,
-            note,
-            count: 1,
-            touched: stamp,
-        });
+        self.items.push(ToastItem { id: stamp, level, note, count: 1, touched: stamp });
         // Drop the oldest info first; errors are worth more than a "finished".
         while self.items.len() > Self::MAX {
             let i = self.items.iter().position(|t| t.level == Level::Info).unwrap_or(0);
@@ -471,10 +438,7 @@ impl Toasts {
         match end.status {
             NodeStatus::Failed | NodeStatus::Interrupted => self.push(
                 Level::Error,
-                Note::Failed {
-                    node: end.node,
-                    reason: end.error.clone().unwrap_or_else(|| "no reason given".into()),
-                },
+                Note::Failed { node: end.node, reason: end.error.clone().unwrap_or_else(|| "no reason given".into()) },
             ),
             NodeStatus::Cancelled => self.push(Level::Info, Note::Cancelled(vec![end.node])),
             _ => self.push(Level::Info, Note::Finished(vec![end.node])),
@@ -484,8 +448,7 @@ impl Toasts {
     /// The expiry timer: removes info toast `id` unless it was renewed after `touched`. Errors
     /// stay until dismissed.
     pub fn expire(&mut self, id: u64, touched: u64) {
-        self.items
-            .retain(|t| !(t.id == id && t.touched == touched && t.level == Level::Info));
+        self.items.retain(|t| !(t.id == id && t.touched == touched && t.level == Level::Info));
     }
 
     /// The close button.
@@ -533,20 +496,11 @@ impl NodeView {
                 name: a.name.clone(),
                 role: a.role.clone(),
                 plan: a.plan_state.clone(),
-                memory: a
-                    .short_memory
-                    .iter()
-                    .map(|m| (m.role.clone(), m.content.clone()))
-                    .collect(),
+                memory: a.short_memory.iter().map(|m| (m.role.clone(), m.content.clone())).collect(),
                 properties: a.properties.clone(),
             })
             .collect();
-        NodeView {
-            node,
-            turns: state.turns,
-            events,
-            agents,
-        }
+        NodeView { node, turns: state.turns, events, agents }
     }
 
     /// Applies one node-socket entry: context deltas grow the agent's memory with the tail rule
@@ -563,10 +517,7 @@ impl NodeView {
         let view = match self.agents.iter_mut().position(|a| a.name == agent) {
             Some(i) => &mut self.agents[i],
             None => {
-                self.agents.push(AgentView {
-                    name: agent.to_string(),
-                    ..Default::default()
-                });
+                self.agents.push(AgentView { name: agent.to_string(), ..Default::default() });
                 self.agents.last_mut().expect("just pushed")
             }
         };
@@ -622,12 +573,8 @@ pub struct EventLine {
 
 /// Formats a log entry the way the DevUI's event panel does.
 pub fn event_line(e: &LogEntry) -> Option<EventLine> {
-    let line = |kind: &'static str, label: String, agent: Option<String>, text: String| EventLine {
-        kind,
-        label,
-        agent,
-        text,
-    };
+    let line =
+        |kind: &'static str, label: String, agent: Option<String>, text: String| EventLine { kind, label, agent, text };
     match e.event_type()? {
         EventType::SystemBroadcast => {
             let b: Broadcast = e.payload_of()?;
@@ -641,30 +588,19 @@ pub fn event_line(e: &LogEntry) -> Option<EventLine> {
                     let text = end.message().unwrap_or("").to_string();
                     Some(line("message", "[Action]".into(), Some(end.agent), text))
                 }
-                other => Some(line(
-                    "action",
-                    format!("[Action {other}]"),
-                    None,
-                    end.summary.clone().unwrap_or_default(),
-                )),
+                other => {
+                    Some(line("action", format!("[Action {other}]"), None, end.summary.clone().unwrap_or_default()))
+                }
             }
         }
         EventType::LandlordDeal => {
             let deal: LandlordDeal = e.payload_of().unwrap_or_default();
-            Some(line(
-                "deal",
-                "[Deal]".into(),
-                None,
-                format!("Bottom: {}", deal.bottom.join(" ")),
-            ))
+            Some(line("deal", "[Deal]".into(), None, format!("Bottom: {}", deal.bottom.join(" "))))
         }
         EventType::DecisionPoint => {
             let d: DecisionEvent<DecisionBrief> = e.payload_of()?;
             let log = d.log;
-            let text = format!(
-                "{}: {} → {}",
-                log.case_id, log.agent_output.text, log.execution_result.message
-            );
+            let text = format!("{}: {} → {}", log.case_id, log.agent_output.text, log.execution_result.message);
             Some(line("action", "[Decision]".into(), None, text))
         }
         EventType::AbmStep => {
@@ -728,12 +664,7 @@ pub fn memory_text(role: &str, content: &str) -> Option<String> {
     match role {
         "assistant" => {
             let calls = obj.get("tool_calls")?.as_array()?;
-            let mut out = obj
-                .get("text")
-                .and_then(|t| t.as_str())
-                .unwrap_or("")
-                .trim()
-                .to_string();
+            let mut out = obj.get("text").and_then(|t| t.as_str()).unwrap_or("").trim().to_string();
             for call in calls {
                 let name = call.get("name").and_then(|n| n.as_str()).unwrap_or("?");
                 let args = call.get("arguments").cloned().unwrap_or_default();
@@ -784,22 +715,13 @@ mod tests {
     use simtree_shared::{Attached, GraphNode};
 
     fn attached(node: u64, parent: Option<u64>, depth: u32, edge: EdgeType) -> TreeMsg {
-        TreeMsg::Attached(Attached {
-            node,
-            parent,
-            depth,
-            edge_type: edge,
-            ops: vec![],
-        })
+        TreeMsg::Attached(Attached { node, parent, depth, edge_type: edge, ops: vec![] })
     }
 
     #[test]
     fn an_advance_that_ran_fewer_turns_than_asked_says_both() {
         use crate::i18n::Lang;
-        let mut g = GraphModel {
-            kind: crate::ops::Kind::Trading,
-            ..GraphModel::default()
-        };
+        let mut g = GraphModel { kind: crate::ops::Kind::Trading, ..GraphModel::default() };
         g.apply(&attached(0, None, 0, EdgeType::Root));
         let advance = |node, turns| {
             TreeMsg::Attached(Attached {
@@ -819,18 +741,10 @@ mod tests {
             parent: None,
             edges: edges
                 .into_iter()
-                .map(|to| simtree_shared::SummaryEdge {
-                    to,
-                    kind: EdgeType::Advance,
-                    ops: g.ops[&to].clone(),
-                })
+                .map(|to| simtree_shared::SummaryEdge { to, kind: EdgeType::Advance, ops: g.ops[&to].clone() })
                 .collect(),
         };
-        let summaries = [
-            summary(0, 10, vec![1, 2]),
-            summary(1, 130, vec![]),
-            summary(2, 15, vec![]),
-        ];
+        let summaries = [summary(0, 10, vec![1, 2]), summary(1, 130, vec![]), summary(2, 15, vec![])];
         g.set_ops(&summaries);
         assert_eq!(g.made_label(1, Lang::En).unwrap(), "+120 of 200 decisions");
         assert_eq!(g.made_label(1, Lang::Zh).unwrap(), "+120/200 决策");
@@ -839,12 +753,8 @@ mod tests {
         g.apply(&advance(3, 50));
         g.apply(&TreeMsg::RunStart { node: 3 });
         assert_eq!(g.made_label(3, Lang::En).unwrap(), "+50 decisions", "still running");
-        let finish = |node, turns| TreeMsg::RunFinish {
-            node,
-            status: NodeStatus::Cancelled,
-            error: None,
-            turns: Some(turns),
-        };
+        let finish =
+            |node, turns| TreeMsg::RunFinish { node, status: NodeStatus::Cancelled, error: None, turns: Some(turns) };
         g.apply(&finish(3, 17));
         assert_eq!(g.made_label(3, Lang::En).unwrap(), "+7 of 50 decisions");
         g.apply(&advance(4, 1));
@@ -869,12 +779,7 @@ mod tests {
         // Node 1 ran before the fan-out: not its child. Node 5 is under another parent.
         assert_eq!(fan.running(&g), vec![2, 3, 4]);
         assert_eq!(leaves.running(&g), vec![5], "the leaves were node 1 only");
-        g.apply(&TreeMsg::RunFinish {
-            node: 3,
-            status: NodeStatus::Done,
-            error: None,
-            turns: None,
-        });
+        g.apply(&TreeMsg::RunFinish { node: 3, status: NodeStatus::Done, error: None, turns: None });
         assert_eq!(fan.running(&g), vec![2, 4], "a finished child is left alone");
         assert_eq!(g.running_children(0), vec![1, 2, 4]);
     }
@@ -897,25 +802,14 @@ mod tests {
             }],
         }]);
         g.apply(&TreeMsg::RunStart { node: 1 });
-        g.apply(&TreeMsg::RunFinish {
-            node: 1,
-            status: NodeStatus::Failed,
-            error: Some("boom".into()),
-            turns: None,
-        });
+        g.apply(&TreeMsg::RunFinish { node: 1, status: NodeStatus::Failed, error: Some("boom".into()), turns: None });
         assert_eq!(g.shape_key(), shape);
         // A snapshot of the same tree keeps it too; a new node does not.
         let same = Graph {
             root: 0,
             frontier: vec![1],
             running: vec![],
-            nodes: [(0, 0), (1, 1)]
-                .map(|(id, depth)| GraphNode {
-                    id,
-                    depth,
-                    status: NodeStatus::Done,
-                })
-                .to_vec(),
+            nodes: [(0, 0), (1, 1)].map(|(id, depth)| GraphNode { id, depth, status: NodeStatus::Done }).to_vec(),
             edges: g.edges.clone(),
         };
         g.apply(&TreeMsg::Snapshot(same));
@@ -940,24 +834,11 @@ mod tests {
         // A repeated attached (e.g. after a snapshot raced it) adds no duplicate edge.
         g.apply(&attached(2, Some(1), 2, EdgeType::PublicEvent));
         assert_eq!(g.edges.len(), 3);
-        assert_eq!(
-            g.apply(&TreeMsg::RunStart { node: 3 }),
-            None,
-            "a start is no notification"
-        );
+        assert_eq!(g.apply(&TreeMsg::RunStart { node: 3 }), None, "a start is no notification");
         assert!(g.running.contains(&3));
         assert_eq!(
-            g.apply(&TreeMsg::RunFinish {
-                node: 3,
-                status: Default::default(),
-                error: None,
-                turns: None
-            }),
-            Some(RunEnd {
-                node: 3,
-                status: NodeStatus::Done,
-                error: None
-            })
+            g.apply(&TreeMsg::RunFinish { node: 3, status: Default::default(), error: None, turns: None }),
+            Some(RunEnd { node: 3, status: NodeStatus::Done, error: None })
         );
         assert!(g.running.is_empty());
         g.apply(&TreeMsg::RunStart { node: 2 });
@@ -977,22 +858,10 @@ mod tests {
             frontier: vec![1],
             running: vec![1],
             nodes: vec![
-                GraphNode {
-                    id: 0,
-                    depth: 0,
-                    status: Default::default(),
-                },
-                GraphNode {
-                    id: 1,
-                    depth: 1,
-                    status: Default::default(),
-                },
+                GraphNode { id: 0, depth: 0, status: Default::default() },
+                GraphNode { id: 1, depth: 1, status: Default::default() },
             ],
-            edges: vec![GraphEdge {
-                from: 0,
-                to: 1,
-                kind: EdgeType::Advance,
-            }],
+            edges: vec![GraphEdge { from: 0, to: 1, kind: EdgeType::Advance }],
         };
         g.apply(&TreeMsg::Snapshot(snap.clone()));
         assert_eq!(g, GraphModel::from_graph(&snap));
@@ -1014,60 +883,31 @@ mod tests {
         v.apply(delta("Ann", "user", "b"));
         v.apply(delta("Ann", "assistant", "c"));
         v.apply(delta("Bob", "user", "x"));
-        v.apply(LogEntry {
-            kind: "action_end".into(),
-            data: json!({}),
-            node: 1,
-        });
-        assert_eq!(
-            v.agents[0].memory,
-            vec![("user".into(), "a\nb".into()), ("assistant".into(), "c".into())]
-        );
+        v.apply(LogEntry { kind: "action_end".into(), data: json!({}), node: 1 });
+        assert_eq!(v.agents[0].memory, vec![("user".into(), "a\nb".into()), ("assistant".into(), "c".into())]);
         assert_eq!(v.agents[1].memory, vec![("user".into(), "x".into())]);
         assert_eq!(v.events.len(), 1);
     }
 
     #[test]
     fn event_lines_match_the_devui_formatting() {
-        let e = |kind: &str, data: Value| LogEntry {
-            kind: kind.into(),
-            data,
-            node: 0,
-        };
-        let public = e(
-            "system_broadcast",
-            json!({"type": "PublicEvent", "text": "Public Event: hi"}),
-        );
+        let e = |kind: &str, data: Value| LogEntry { kind: kind.into(), data, node: 0 };
+        let public = e("system_broadcast", json!({"type": "PublicEvent", "text": "Public Event: hi"}));
         assert_eq!(event_line(&public).unwrap().label, "[Event]");
-        assert_eq!(
-            event_line(&e("system_broadcast", json!({"type": "MessageEvent", "text": "x"}))),
-            None
-        );
+        assert_eq!(event_line(&e("system_broadcast", json!({"type": "MessageEvent", "text": "x"}))), None);
         let msg = e(
             "action_end",
             json!({"agent": "Ann", "action": {"action": "send_message", "message": "m"}, "result": {"message": "hello"}, "summary": "s"}),
         );
         let line = event_line(&msg).unwrap();
-        assert_eq!(
-            (line.kind, line.agent.as_deref(), line.text.as_str()),
-            ("message", Some("Ann"), "hello")
-        );
-        let other = e(
-            "action_end",
-            json!({"agent": "Ann", "action": {"action": "vote"}, "summary": "Ann voted yes"}),
-        );
+        assert_eq!((line.kind, line.agent.as_deref(), line.text.as_str()), ("message", Some("Ann"), "hello"));
+        let other = e("action_end", json!({"agent": "Ann", "action": {"action": "vote"}, "summary": "Ann voted yes"}));
         assert_eq!(event_line(&other).unwrap().label, "[Action vote]");
-        assert_eq!(
-            event_line(&e("action_end", json!({"action": {"action": "yield"}}))),
-            None
-        );
+        assert_eq!(event_line(&e("action_end", json!({"action": {"action": "yield"}}))), None);
         let deal = e("landlord_deal", json!({"bottom": ["3", "BJ"]}));
         assert_eq!(event_line(&deal).unwrap().text, "Bottom: 3 BJ");
         assert_eq!(viewer_line(&other), None);
-        assert!(
-            viewer_line(&dp_entry()).is_some(),
-            "trading decisions show in the viewer"
-        );
+        assert!(viewer_line(&dp_entry()).is_some(), "trading decisions show in the viewer");
         let dp = e(
             "decision_point",
             json!({
@@ -1076,10 +916,7 @@ mod tests {
             }),
         );
         assert_eq!(event_line(&dp).unwrap().text, "x:3: hold → accepted");
-        let step = e(
-            "abm_step",
-            json!({"step": 2, "values": {"globalVariable.infected": 5, "agent.P.s": ["S"]}}),
-        );
+        let step = e("abm_step", json!({"step": 2, "values": {"globalVariable.infected": 5, "agent.P.s": ["S"]}}));
         let line = event_line(&step).unwrap();
         assert_eq!((line.label.as_str(), line.text.as_str()), ("[Step 2]", "infected=5"));
         assert!(viewer_line(&public).is_some());
@@ -1111,27 +948,16 @@ mod tests {
         let mut t = Toasts::default();
         t.run_end(&end);
         for n in 2..15 {
-            t.run_end(&RunEnd {
-                node: n,
-                status: NodeStatus::Done,
-                error: None,
-            });
+            t.run_end(&RunEnd { node: n, status: NodeStatus::Done, error: None });
         }
         assert_eq!(t.items.len(), 2, "13 finishes are one toast: {:?}", t.items);
         assert_eq!(t.items[0].level, Level::Error);
         assert_eq!(t.items[1].note, Note::Finished((2..15).collect()));
         assert_eq!(t.items[1].count, 1, "13 runs listed, not 13 repeats of them");
         for n in [30, 20] {
-            t.run_end(&RunEnd {
-                node: n,
-                status: NodeStatus::Cancelled,
-                error: None,
-            });
+            t.run_end(&RunEnd { node: n, status: NodeStatus::Cancelled, error: None });
         }
-        assert_eq!(
-            (&t.items[2].note, t.items[2].count),
-            (&Note::Cancelled(vec![20, 30]), 1)
-        );
+        assert_eq!((&t.items[2].note, t.items[2].count), (&Note::Cancelled(vec![20, 30]), 1));
         t.dismiss(t.items[2].id);
         let (id, stamp) = (t.items[1].id, t.items[1].touched);
         t.expire(t.items[0].id, t.items[0].touched);
@@ -1156,50 +982,19 @@ mod tests {
         };
         feed(attached(1, Some(0), 1, EdgeType::Advance), &mut g, &mut p);
         feed(TreeMsg::RunStart { node: 1 }, &mut g, &mut p);
-        let step = |done| TreeMsg::RunProgress {
-            node: 1,
-            done,
-            total: 10,
-        };
+        let step = |done| TreeMsg::RunProgress { node: 1, done, total: 10 };
         assert!(feed(step(3), &mut g, &mut p));
         assert_eq!(p.of(1), Some(Turns { done: 3, total: 10 }));
         assert!(!feed(step(3), &mut g, &mut p), "a repeat changes nothing");
         assert!((p.of(1).unwrap().fraction() - 0.3).abs() < 1e-9);
-        let finish = TreeMsg::RunFinish {
-            node: 1,
-            status: NodeStatus::Done,
-            error: None,
-            turns: None,
-        };
+        let finish = TreeMsg::RunFinish { node: 1, status: NodeStatus::Done, error: None, turns: None };
         assert!(feed(finish, &mut g, &mut p));
         assert_eq!(p.of(1), None, "a finished run shows no progress");
         // A snapshot drops the progress of nodes that no longer run; a delete too.
         feed(TreeMsg::RunStart { node: 2 }, &mut g, &mut p);
-        feed(
-            TreeMsg::RunProgress {
-                node: 2,
-                done: 1,
-                total: 4,
-            },
-            &mut g,
-            &mut p,
-        );
-        feed(
-            TreeMsg::RunProgress {
-                node: 5,
-                done: 1,
-                total: 4,
-            },
-            &mut g,
-            &mut p,
-        );
-        let snap = Graph {
-            root: 0,
-            frontier: vec![],
-            running: vec![2],
-            nodes: vec![],
-            edges: vec![],
-        };
+        feed(TreeMsg::RunProgress { node: 2, done: 1, total: 4 }, &mut g, &mut p);
+        feed(TreeMsg::RunProgress { node: 5, done: 1, total: 4 }, &mut g, &mut p);
+        let snap = Graph { root: 0, frontier: vec![], running: vec![2], nodes: vec![], edges: vec![] };
         feed(TreeMsg::Snapshot(snap), &mut g, &mut p);
         assert_eq!((p.of(2).is_some(), p.of(5)), (true, None));
         feed(TreeMsg::Deleted { node: 2 }, &mut g, &mut p);
@@ -1246,15 +1041,9 @@ mod tests {
             Some("Mock analysis: buy.\n→ submit_decision: buy 53 AAPL, sell 7 MSFT")
         );
         let hold = r#"{"text":"","tool_calls":[{"name":"submit_decision","arguments":{"orders":[]}}]}"#;
-        assert_eq!(
-            memory_text("assistant", hold).as_deref(),
-            Some("→ submit_decision: no orders")
-        );
+        assert_eq!(memory_text("assistant", hold).as_deref(), Some("→ submit_decision: no orders"));
         let result = r#"{"status":"accepted","message":"accepted: hold (no orders)","executed_trades":[]}"#;
-        assert_eq!(
-            memory_text("tool", result).as_deref(),
-            Some("accepted: hold (no orders)")
-        );
+        assert_eq!(memory_text("tool", result).as_deref(), Some("accepted: hold (no orders)"));
         // Social memory, JSON that is not a reply, and broken JSON are shown as they are.
         assert_eq!(memory_text("user", "[18:00] Night has fallen."), None);
         assert_eq!(memory_text("assistant", r#"{"action":"speak"}"#), None);

@@ -52,25 +52,14 @@ impl Marks {
 
     /// Every tag of the nodes `present` says are in the tree, sorted and once each.
     pub fn tags(&self, present: impl Fn(u64) -> bool) -> Vec<String> {
-        let set: BTreeSet<&String> = self
-            .0
-            .iter()
-            .filter(|(n, _)| present(**n))
-            .flat_map(|(_, m)| &m.tags)
-            .collect();
+        let set: BTreeSet<&String> = self.0.iter().filter(|(n, _)| present(**n)).flat_map(|(_, m)| &m.tags).collect();
         set.into_iter().cloned().collect()
     }
 }
 
 /// What the graph needs of an annotation.
 fn mark_of(node: u64, a: &Annotation) -> GraphMark {
-    GraphMark {
-        node,
-        title: a.title.clone(),
-        tags: a.tags.clone(),
-        starred: a.starred,
-        noted: a.note.is_some(),
-    }
+    GraphMark { node, title: a.title.clone(), tags: a.tags.clone(), starred: a.starred, noted: a.note.is_some() }
 }
 
 /// How a node looks under the notebook's lenses: starred, lit by a search, dimmed by the tag
@@ -91,9 +80,7 @@ pub fn lens_classes(marks: &Marks, node: u64, lit: bool, tag: Option<&str>) -> S
 
 /// The words of `text` (runs of letters and digits), as the server's search cuts them.
 fn words(text: &str) -> Vec<&str> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .collect()
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect()
 }
 
 /// A snippet cut into pieces, `true` for the highlighted one. The server brackets the match
@@ -138,9 +125,7 @@ pub fn without_tags(snippet: &str) -> String {
     while let Some(open) = rest.find('<') {
         let after = &rest[open + 1..];
         let name = after.strip_prefix('/').unwrap_or(after);
-        let len = name
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(name.len());
+        let len = name.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(name.len());
         let is_tag =
             len > 0 && name[..len].starts_with(|c: char| c.is_ascii_alphabetic()) && name[len..].starts_with('>');
         if is_tag {
@@ -185,11 +170,7 @@ pub fn step(nodes: &[u64], current: Option<u64>, forward: bool) -> Option<u64> {
 /// The tags field's text as tags: comma-separated, trimmed, empty ones left out. (The server
 /// judges them: lengths, counts and characters.)
 pub fn parse_tags(text: &str) -> Vec<String> {
-    text.split(',')
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(str::to_string)
-        .collect()
+    text.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_string).collect()
 }
 
 /// Tags as the field shows them.
@@ -217,25 +198,13 @@ mod tests {
     use simtree_shared::{HitKind, Summary};
 
     fn hit(node: u64) -> SearchHit {
-        SearchHit {
-            tree: None,
-            node,
-            kind: HitKind::Event,
-            snippet: String::new(),
-            score: 1.0,
-            from: None,
-        }
+        SearchHit { tree: None, node, kind: HitKind::Event, snippet: String::new(), score: 1.0, from: None }
     }
 
     #[test]
     fn marks_come_from_summaries_and_follow_edits() {
         let noted = |id: u64, annotation: Option<Annotation>| NotedSummary {
-            summary: Summary {
-                id,
-                turns: 0,
-                parent: None,
-                edges: vec![],
-            },
+            summary: Summary { id, turns: 0, parent: None, edges: vec![] },
             annotation,
         };
         let a = Annotation {
@@ -249,19 +218,9 @@ mod tests {
         assert!(m.starred(3) && !m.starred(0));
         assert!(m.0[&3].noted);
         assert!(m.has_tag(3, "ann") && !m.has_tag(3, "an"));
-        m.set(
-            5,
-            Some(&Annotation {
-                tags: vec!["key".into(), "zed".into()],
-                ..Default::default()
-            }),
-        );
+        m.set(5, Some(&Annotation { tags: vec!["key".into(), "zed".into()], ..Default::default() }));
         assert_eq!(m.tags(|_| true), ["ann", "key", "zed"]);
-        assert_eq!(
-            m.tags(|n| n != 5),
-            ["ann", "key"],
-            "deleted nodes' tags are not offered"
-        );
+        assert_eq!(m.tags(|n| n != 5), ["ann", "key"], "deleted nodes' tags are not offered");
         m.set(3, None);
         m.set(5, Some(&Annotation::default()));
         assert_eq!(m, Marks::default());
@@ -271,14 +230,7 @@ mod tests {
     #[test]
     fn lenses_star_light_and_dim() {
         let mut m = Marks::default();
-        m.set(
-            1,
-            Some(&Annotation {
-                tags: vec!["key".into()],
-                starred: true,
-                ..Default::default()
-            }),
-        );
+        m.set(1, Some(&Annotation { tags: vec!["key".into()], starred: true, ..Default::default() }));
         assert_eq!(lens_classes(&m, 1, true, Some("key")), " starred lit");
         assert_eq!(lens_classes(&m, 2, false, Some("key")), " dim");
         assert_eq!(lens_classes(&m, 2, false, None), "");
@@ -289,11 +241,7 @@ mod tests {
         let p = |s: &str, q: &str| snippet_pieces(s, q);
         assert_eq!(
             p("News: a [zanzibar quokka] was seen", "Zanzibar  QUOKKA"),
-            [
-                ("News: a ".to_string(), false),
-                ("zanzibar quokka".to_string(), true),
-                (" was seen".to_string(), false)
-            ]
+            [("News: a ".to_string(), false), ("zanzibar quokka".to_string(), true), (" was seen".to_string(), false)]
         );
         // Brackets of the text itself are text, the match after them is still found.
         assert_eq!(
@@ -308,11 +256,7 @@ mod tests {
         assert_eq!(p("quokka]", "quokka"), [("quokka]".to_string(), false)]);
         assert_eq!(
             p("a [[Zanzibar quokka]] b", "zanzibar quokka"),
-            [
-                ("a [".to_string(), false),
-                ("Zanzibar quokka".to_string(), true),
-                ("] b".to_string(), false)
-            ]
+            [("a [".to_string(), false), ("Zanzibar quokka".to_string(), true), ("] b".to_string(), false)]
         );
         assert_eq!(p("a [] b", "!!!"), [("a [] b".to_string(), false)]);
         assert_eq!(p("", "x"), [(String::new(), false)]);

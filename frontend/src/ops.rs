@@ -87,11 +87,7 @@ fn literal(v: &Value) -> String {
 }
 
 fn grouped_if_large(x: f64) -> String {
-    if x.abs() >= 10_000.0 {
-        grouped(x)
-    } else {
-        format!("{x}")
-    }
+    if x.abs() >= 10_000.0 { grouped(x) } else { format!("{x}") }
 }
 
 fn keys(map: &serde_json::Map<String, Value>) -> String {
@@ -129,11 +125,7 @@ pub fn op_label(op: &Op, lang: Lang, kind: Kind) -> String {
         Op::AgentPlanReplace { name, plan_state } => {
             let plan_state = plan_state.json();
             let empty = plan_state.as_object().is_some_and(|m| m.is_empty()) || plan_state.is_null();
-            let plan = if empty {
-                w("op.cleared").into()
-            } else {
-                literal(plan_state)
-            };
+            let plan = if empty { w("op.cleared").into() } else { literal(plan_state) };
             format!("{name}: {} {plan}", w("op.plan"))
         }
         Op::AgentPropsPatch { name, updates } => format!("{name}: {}", keys(updates)),
@@ -158,12 +150,7 @@ pub fn op_label(op: &Op, lang: Lang, kind: Kind) -> String {
         Op::AbmSetGlobal { name, value } | Op::AbmSetEnvironment { name, value } => {
             format!("{name} → {}", literal(value))
         }
-        Op::AbmSetAgent {
-            agent_type,
-            name,
-            value,
-            agent_id,
-        } => {
+        Op::AbmSetAgent { agent_type, name, value, agent_id } => {
             let who = agent_id.map_or_else(|| agent_type.clone(), |id| format!("{agent_type} #{id}"));
             format!("{who}.{name} → {}", literal(value))
         }
@@ -178,11 +165,7 @@ pub fn op_label(op: &Op, lang: Lang, kind: Kind) -> String {
 
 /// The parts of the prose a `scene_prose_set` gives: `description, rules, vote`.
 fn prose_parts(prose: &simtree_shared::SceneProse) -> String {
-    let parts = [
-        ("description", &prose.description),
-        ("rules", &prose.rules),
-        ("examples", &prose.examples),
-    ];
+    let parts = [("description", &prose.description), ("rules", &prose.rules), ("examples", &prose.examples)];
     parts
         .into_iter()
         .filter(|(_, text)| text.is_some())
@@ -197,10 +180,7 @@ pub fn ops_label(ops: &[Op], lang: Lang, kind: Kind) -> String {
     if ops.is_empty() {
         return t(lang, "op.copy").into();
     }
-    ops.iter()
-        .map(|op| op_label(op, lang, kind))
-        .collect::<Vec<_>>()
-        .join("; ")
+    ops.iter().map(|op| op_label(op, lang, kind)).collect::<Vec<_>>().join("; ")
 }
 
 /// An advance that ran fewer turns than it asked for: "+120 of 200 decisions".
@@ -245,11 +225,7 @@ pub const EXPLORE: EdgeStyle = style("explore", "#8a3ffc");
 /// The CSS colour of a style: its own, but the theme's (`--edge-advance`) for advances, whose
 /// upstream black would vanish on a dark theme.
 pub fn theme_colour(s: &EdgeStyle) -> &'static str {
-    if s.name == ADVANCE.name {
-        "var(--edge-advance)"
-    } else {
-        s.colour
-    }
+    if s.name == ADVANCE.name { "var(--edge-advance)" } else { s.colour }
 }
 
 /// The style of one op.
@@ -346,16 +322,7 @@ impl Kind {
     /// The edge legend of this kind.
     pub fn legend(self) -> &'static [EdgeStyle] {
         match self {
-            Kind::Social => &[
-                ADVANCE,
-                AGENT_CTX,
-                AGENT_PLAN,
-                AGENT_PROPS,
-                SCENE_STATE,
-                PUBLIC_EVENT,
-                SWEEP,
-                EXPLORE,
-            ],
+            Kind::Social => &[ADVANCE, AGENT_CTX, AGENT_PLAN, AGENT_PROPS, SCENE_STATE, PUBLIC_EVENT, SWEEP, EXPLORE],
             Kind::Trading => &[ADVANCE, PORTFOLIO, NEWS, AGENT_SWAP, PROMPT, SWEEP, EXPLORE],
             Kind::Abm => &[ADVANCE, ABM_GLOBAL, ABM_ENV, ABM_AGENT, SWEEP, EXPLORE],
         }
@@ -381,10 +348,9 @@ pub fn finished_reason(view: &NodeView) -> Option<String> {
             "the episode is finished ({} of {} decision points)",
             v.next_decision_point, v.decision_points
         )),
-        NodeView::Abm(v) => v
-            .terminated
-            .as_ref()
-            .map(|t| format!("the model terminated at step {} ({})", v.steps, t.reason)),
+        NodeView::Abm(v) => {
+            v.terminated.as_ref().map(|t| format!("the model terminated at step {} ({})", v.steps, t.reason))
+        }
         _ => None,
     }
 }
@@ -427,10 +393,7 @@ mod tests {
         u.money = Some(0.012_34);
         u.saved = Some(0.5);
         u.cacheable_share = Some(0.876);
-        assert_eq!(
-            super::money_text(&u, "saved", "cacheable"),
-            " · $0.0123 (saved $0.5000) · 88% cacheable"
-        );
+        assert_eq!(super::money_text(&u, "saved", "cacheable"), " · $0.0123 (saved $0.5000) · 88% cacheable");
     }
 
     use super::*;
@@ -444,10 +407,7 @@ mod tests {
     fn labels_say_what_made_a_node() {
         assert_eq!(op_label(&Op::Advance { turns: 3 }, Lang::En, Kind::Social), "+3 turns");
         assert_eq!(op_label(&Op::Advance { turns: 1 }, Lang::En, Kind::Social), "+1 turn");
-        assert_eq!(
-            op_label(&Op::Advance { turns: 3 }, Lang::En, Kind::Trading),
-            "+3 decisions"
-        );
+        assert_eq!(op_label(&Op::Advance { turns: 3 }, Lang::En, Kind::Trading), "+3 decisions");
         assert_eq!(op_label(&Op::Advance { turns: 1 }, Lang::En, Kind::Abm), "+1 step");
         assert_eq!(
             op_label(
@@ -458,11 +418,7 @@ mod tests {
             "broadcast: 'Breaking news: the bridge is closed for…'"
         );
         assert_eq!(
-            op_label(
-                &op(json!({"op": "portfolio_patch", "cash": 500000.0})),
-                Lang::En,
-                Kind::Trading
-            ),
+            op_label(&op(json!({"op": "portfolio_patch", "cash": 500000.0})), Lang::En, Kind::Trading),
             "cash → 500,000"
         );
         assert_eq!(
@@ -492,11 +448,7 @@ mod tests {
             "news: 'Recall'"
         );
         assert_eq!(
-            op_label(
-                &op(json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {}})),
-                Lang::En,
-                Kind::Social
-            ),
+            op_label(&op(json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {}})), Lang::En, Kind::Social),
             "Ann: plan cleared"
         );
         assert_eq!(ops_label(&[], Lang::En, Kind::Social), "copy");
@@ -524,16 +476,9 @@ mod tests {
         assert_eq!(edge_style(EdgeType::PublicEvent, None).colour, "#1e4976");
         assert_eq!(edge_style(EdgeType::Multi, Some(&[])), MULTI);
         let rate = op(json!({"op": "abm_set_global", "name": "infectionRate", "value": 0.3}));
+        assert_eq!(edge_style(EdgeType::Sweep, Some(&[rate])), SWEEP, "a sweep cell reads as the sweep");
         assert_eq!(
-            edge_style(EdgeType::Sweep, Some(&[rate])),
-            SWEEP,
-            "a sweep cell reads as the sweep"
-        );
-        assert_eq!(
-            edge_style(
-                EdgeType::Explore,
-                Some(&[op(json!({"op": "abm_set_global", "name": "x", "value": 1}))])
-            ),
+            edge_style(EdgeType::Explore, Some(&[op(json!({"op": "abm_set_global", "name": "x", "value": 1}))])),
             EXPLORE
         );
     }
@@ -570,22 +515,12 @@ mod tests {
         let ended = view(json!({"kind": "abm", "steps": 12, "terminated": {"reason": "no infected"}}));
         assert!(finished_reason(&ended).unwrap().contains("step 12 (no infected)"));
         assert_eq!(finished_reason(&view(json!({"kind": "abm", "terminated": null}))), None);
+        assert!(needs_confirm(&op(json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {}}))).is_some());
         assert!(
-            needs_confirm(&op(
-                json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {}})
-            ))
-            .is_some()
-        );
-        assert!(
-            needs_confirm(&op(
-                json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {"strategy": "x"}})
-            ))
-            .is_none()
+            needs_confirm(&op(json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {"strategy": "x"}})))
+                .is_none()
         );
         assert!(needs_confirm(&op(json!({"op": "public_broadcast", "text": ""}))).is_none());
-        assert_eq!(
-            scenario_label(&view(json!({"kind": "social", "scene": "council"}))),
-            "council"
-        );
+        assert_eq!(scenario_label(&view(json!({"kind": "social", "scene": "council"}))), "council");
     }
 }

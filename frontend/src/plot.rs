@@ -41,14 +41,7 @@ pub struct Band {
 }
 
 const W: f64 = 560.0;
-const FRAME: Frame = Frame {
-    width: W,
-    height: 200.0,
-    left: 64.0,
-    right: 14.0,
-    top: 10.0,
-    bottom: 22.0,
-};
+const FRAME: Frame = Frame { width: W, height: 200.0, left: 64.0, right: 14.0, top: 10.0, bottom: 22.0 };
 
 /// A chart of `lines` on shared axes; `x_labels[i]` names point `i` (a date, a step), the
 /// index when missing; `x_unit` ("step") precedes it in the read-out.
@@ -160,11 +153,7 @@ pub fn LineChart(
             .chain(marks.iter().filter(|m| m.index == i).map(|m| m.text.clone()))
             .collect::<Vec<_>>()
             .join(" · ");
-        let at = if x_unit.is_empty() {
-            x_name(i)
-        } else {
-            format!("{x_unit} {}", x_name(i))
-        };
+        let at = if x_unit.is_empty() { x_name(i) } else { format!("{x_unit} {}", x_name(i)) };
         Some(format!("{at}: {values}"))
     };
     view! {
@@ -328,9 +317,7 @@ pub fn SweepChart(id: String, plot: MetricPlot, on_pick: Callback<usize>) -> imp
         .enumerate()
         .flat_map(|(i, vs)| {
             let k = vs.len();
-            vs.iter()
-                .enumerate()
-                .map(move |(j, &v)| (i, (j as f64 - (k as f64 - 1.0) / 2.0) * 5.0, v))
+            vs.iter().enumerate().map(move |(j, &v)| (i, (j as f64 - (k as f64 - 1.0) / 2.0) * 5.0, v))
         })
         .map(|(i, dx, v)| {
             view! { <circle class="replicate" data-cell=i cx=x(i) + dx cy=f.y(v, &axis) r="2.5"
@@ -349,21 +336,9 @@ pub fn SweepChart(id: String, plot: MetricPlot, on_pick: Callback<usize>) -> imp
     let mean_line = f.points_at(&plot.mean, &axis, x);
     let readout = move || {
         let i = hover.get()?;
-        let values = plot.values[i]
-            .iter()
-            .map(|&v| value_label(v))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let spread = if plot.sd[i].is_finite() {
-            format!(" ± {}", value_label(plot.sd[i]))
-        } else {
-            String::new()
-        };
-        Some(format!(
-            "{}: {}{spread} · {values}",
-            plot.labels[i],
-            value_label(plot.mean[i])
-        ))
+        let values = plot.values[i].iter().map(|&v| value_label(v)).collect::<Vec<_>>().join(", ");
+        let spread = if plot.sd[i].is_finite() { format!(" ± {}", value_label(plot.sd[i])) } else { String::new() };
+        Some(format!("{}: {}{spread} · {values}", plot.labels[i], value_label(plot.mean[i])))
     };
     view! {
         <Enlargeable id=id.clone()>

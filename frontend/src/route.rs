@@ -104,27 +104,17 @@ pub fn kind_name(kind: SimKind) -> &'static str {
 }
 
 fn kind_named(word: &str) -> Option<SimKind> {
-    [SimKind::Social, SimKind::Trading, SimKind::Abm]
-        .into_iter()
-        .find(|k| kind_name(*k) == word)
+    [SimKind::Social, SimKind::Trading, SimKind::Abm].into_iter().find(|k| kind_name(*k) == word)
 }
 
 /// A query parameter's value, `%XX` escapes decoded.
 fn query_param(query: &str, name: &str) -> Option<String> {
-    let raw = query
-        .trim_start_matches('?')
-        .split('&')
-        .filter_map(|kv| kv.split_once('='))
-        .find(|(k, _)| *k == name)?
-        .1;
+    let raw = query.trim_start_matches('?').split('&').filter_map(|kv| kv.split_once('=')).find(|(k, _)| *k == name)?.1;
     let bytes = raw.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        match (
-            bytes[i],
-            raw.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok()),
-        ) {
+        match (bytes[i], raw.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok())) {
             (b'%', Some(b)) => {
                 out.push(b);
                 i += 3;
@@ -171,20 +161,10 @@ mod tests {
         assert_eq!(Route::parse("/", ""), Route::Home);
         assert_eq!(Route::parse("/simtree/3", ""), Route::SimTree(Some(3)));
         assert_eq!(Route::parse("/studio", ""), Route::Studio(None));
-        assert_eq!(
-            Route::parse("/sim/2", "?node=14"),
-            Route::Sim {
-                tree: Some(2),
-                node: 14
-            }
-        );
+        assert_eq!(Route::parse("/sim/2", "?node=14"), Route::Sim { tree: Some(2), node: 14 });
         assert_eq!(Route::parse("/sim/2", "?sim=5"), Route::Sim { tree: Some(2), node: 5 });
         assert_eq!(Route::parse("/sim/2", ""), Route::Sim { tree: Some(2), node: 0 });
-        assert_eq!(
-            Route::parse("/simtree/3", "?node=12"),
-            Route::SimTree(Some(3)),
-            "the node is no other page"
-        );
+        assert_eq!(Route::parse("/simtree/3", "?node=12"), Route::SimTree(Some(3)), "the node is no other page");
         assert_eq!(node_param("?node=12"), Some(12));
         assert_eq!(node_param("?a=1&node=7"), Some(7));
         assert_eq!(node_param("?node=x"), None);
@@ -192,43 +172,19 @@ mod tests {
         assert_eq!(Route::SimTree(Some(3)).at_node(12), "/simtree/3?node=12");
         assert_eq!(Route::Studio(Some(3)).at_node(0), "/studio/3?node=0");
         assert_eq!(Route::Home.at_node(4), "/");
-        assert_eq!(
-            Route::parse("/new/abm", ""),
-            Route::New {
-                kind: Some(SimKind::Abm),
-                from: None
-            }
-        );
-        assert_eq!(
-            Route::parse("/new/nope", "?from="),
-            Route::New { kind: None, from: None }
-        );
+        assert_eq!(Route::parse("/new/abm", ""), Route::New { kind: Some(SimKind::Abm), from: None });
+        assert_eq!(Route::parse("/new/nope", "?from="), Route::New { kind: None, from: None });
         assert_eq!(
             Route::parse("/new", "?from=my%20scene%401"),
-            Route::New {
-                kind: None,
-                from: Some(Start::Library("my scene@1".into()))
-            }
+            Route::New { kind: None, from: Some(Start::Library("my scene@1".into())) }
         );
-        assert_eq!(
-            Route::parse("/new", "?tree=7"),
-            Route::New {
-                kind: None,
-                from: Some(Start::Tree(7))
-            }
-        );
+        assert_eq!(Route::parse("/new", "?tree=7"), Route::New { kind: None, from: Some(Start::Tree(7)) });
         assert_eq!(Route::parse("/new", "?tree=x"), Route::New { kind: None, from: None });
         for r in [
             Route::Home,
             Route::New { kind: None, from: None },
-            Route::New {
-                kind: Some(SimKind::Trading),
-                from: Some(Start::Library("a b/c".into())),
-            },
-            Route::New {
-                kind: Some(SimKind::Abm),
-                from: Some(Start::Tree(12)),
-            },
+            Route::New { kind: Some(SimKind::Trading), from: Some(Start::Library("a b/c".into())) },
+            Route::New { kind: Some(SimKind::Abm), from: Some(Start::Tree(12)) },
             Route::SimTree(Some(1)),
             Route::Studio(Some(4)),
             Route::Sim { tree: Some(1), node: 9 },

@@ -46,20 +46,12 @@ pub const EFFECTS: &[(&str, Inner)] = &[
 pub const ACTORS: &[(&str, Inner)] = &[("all", Inner::Unit), ("roles", Inner::Names), ("expr", Inner::Text)];
 
 /// How a phase ends.
-pub const ENDS: &[(&str, Inner)] = &[
-    ("rounds", Inner::Number),
-    ("all_acted", Inner::Unit),
-    ("when", Inner::Text),
-    ("as_soon_as", Inner::Text),
-];
+pub const ENDS: &[(&str, Inner)] =
+    &[("rounds", Inner::Number), ("all_acted", Inner::Unit), ("when", Inner::Text), ("as_soon_as", Inner::Text)];
 
 /// Who sees an action.
-pub const VISIBILITY: &[(&str, Inner)] = &[
-    ("public", Inner::Unit),
-    ("private_to", Inner::Text),
-    ("roles", Inner::Names),
-    ("moderator", Inner::Unit),
-];
+pub const VISIBILITY: &[(&str, Inner)] =
+    &[("public", Inner::Unit), ("private_to", Inner::Text), ("roles", Inner::Names), ("moderator", Inner::Unit)];
 
 pub const VAR_TYPES: [&str; 5] = ["int", "number", "string", "bool", "list"];
 pub const PARAM_TYPES: [&str; 5] = ["enum", "int", "number", "string", "agent"];
@@ -84,11 +76,7 @@ pub fn kind_at(doc: &Value, ptr: &str, table: &[(&'static str, Inner)]) -> &'sta
         Some(Value::Object(o)) => o.keys().next().cloned().unwrap_or_default(),
         _ => String::new(),
     };
-    table
-        .iter()
-        .find(|(k, _)| *k == name)
-        .or(table.first())
-        .map_or("", |(k, _)| k)
+    table.iter().find(|(k, _)| *k == name).or(table.first()).map_or("", |(k, _)| k)
 }
 
 /// A fresh value of kind `kind`.
@@ -100,10 +88,8 @@ pub fn fresh(kind: &str, table: &[(&'static str, Inner)]) -> Value {
         Inner::Names => json!({ kind: [] }),
         Inner::Number => json!({ kind: 1 }),
         Inner::Fields(fields) => {
-            let o: serde_json::Map<String, Value> = fields[..required(kind)]
-                .iter()
-                .map(|f| (f.to_string(), Value::String(String::new())))
-                .collect();
+            let o: serde_json::Map<String, Value> =
+                fields[..required(kind)].iter().map(|f| (f.to_string(), Value::String(String::new()))).collect();
             json!({ kind: o })
         }
     }
@@ -200,9 +186,7 @@ pub fn template() -> Value {
 pub fn role_names(doc: &Value) -> Vec<String> {
     (0..len_at(doc, "/scene/config/roles"))
         .filter_map(|i| {
-            doc.pointer(&format!("/scene/config/roles/{i}/name"))
-                .and_then(Value::as_str)
-                .map(str::to_string)
+            doc.pointer(&format!("/scene/config/roles/{i}/name")).and_then(Value::as_str).map(str::to_string)
         })
         .collect()
 }
@@ -213,11 +197,7 @@ pub fn make_custom(doc: &mut Value) {
     set_at(doc, "/scene/config", Some(template()));
     let first = role_names(doc).into_iter().next().unwrap_or_default();
     for i in 0..agent_count(doc) {
-        set_at(
-            doc,
-            &format!("/agents/{i}/properties/role"),
-            Some(Value::String(first.clone())),
-        );
+        set_at(doc, &format!("/agents/{i}/properties/role"), Some(Value::String(first.clone())));
     }
 }
 
@@ -266,10 +246,7 @@ mod tests {
         assert_eq!(json_or_text("[1, 2]"), Some(json!([1, 2])));
         assert_eq!(json_or_text("guilty"), Some(json!("guilty")));
         assert_eq!(json_or_text(" "), None);
-        assert_eq!(
-            field_id("/scene/config/actions/0/params/1/name"),
-            "cfg-actions-0-params-1-name"
-        );
+        assert_eq!(field_id("/scene/config/actions/0/params/1/name"), "cfg-actions-0-params-1-name");
         let mut p = json!({"p": new_item("params", "verdict")});
         set_param_type(&mut p, "/p", "enum");
         assert_eq!(p["p"], json!({"name": "verdict", "type": "enum", "values": []}));

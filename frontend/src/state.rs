@@ -206,8 +206,7 @@ impl Tree {
     /// Whether `node` runs now: its state cannot be read (the server answers 409) until its
     /// `run_finish`, so nothing asks for it meanwhile.
     pub fn is_running(self, node: u64) -> bool {
-        self.graph
-            .with_untracked(|g| g.status_of(node) == simtree_shared::NodeStatus::Running)
+        self.graph.with_untracked(|g| g.status_of(node) == simtree_shared::NodeStatus::Running)
     }
 
     /// A running node's progress as "turn 3/10" (in the unit of the tree's kind), with its
@@ -251,10 +250,7 @@ impl Tree {
             }
             api::storage_set("devui:lastTreeId", &id.to_string());
             crate::mark("graph");
-            self.graph.set(GraphModel {
-                kind: self.kind.get_untracked(),
-                ..GraphModel::from_graph(&g)
-            });
+            self.graph.set(GraphModel { kind: self.kind.get_untracked(), ..GraphModel::from_graph(&g) });
             // Everything else (the panes' reads and drawing, the ops, a second copy of the graph
             // from the socket's snapshot) costs as much again on a first load, when the wasm
             // still runs unoptimised: it waits until the graph has been painted.
@@ -306,14 +302,9 @@ impl Tree {
     fn open_socket(self, id: u64, attempt: u32) {
         let ctx = self.ctx;
         let on_msg = move |msg: TreeMsg| {
-            let progress = |msg: &TreeMsg| {
-                self.graph
-                    .with_untracked(|g| self.progress.maybe_update(|p| p.apply(msg, g)))
-            };
-            let live = |msg: &TreeMsg| {
-                self.graph
-                    .with_untracked(|g| self.live.maybe_update(|l| l.apply(msg, g)))
-            };
+            let progress =
+                |msg: &TreeMsg| self.graph.with_untracked(|g| self.progress.maybe_update(|p| p.apply(msg, g)));
+            let live = |msg: &TreeMsg| self.graph.with_untracked(|g| self.live.maybe_update(|l| l.apply(msg, g)));
             if let TreeMsg::RunProgress { .. } = msg {
                 // Only the progress marks change: the graph, the panels and `last_msg` stay.
                 progress(&msg);
@@ -326,19 +317,8 @@ impl Tree {
             }
             // Notes written in any window: the marks the graph draws, the panels that show them.
             match msg {
-                TreeMsg::Marks {
-                    node,
-                    title,
-                    note,
-                    tags,
-                    starred,
-                } => {
-                    let a = Annotation {
-                        title,
-                        note,
-                        tags,
-                        starred,
-                    };
+                TreeMsg::Marks { node, title, note, tags, starred } => {
+                    let a = Annotation { title, note, tags, starred };
                     self.marks.update(|m| m.set(node, Some(&a)));
                     self.noted.set(Some((node, a)));
                     return;
@@ -412,11 +392,7 @@ impl Tree {
         leptos::task::spawn_local(async move {
             if let Ok(g) = api::graph(id).await {
                 let ops = self.graph.with_untracked(|m| m.ops.clone());
-                self.graph.set(GraphModel {
-                    ops,
-                    kind: self.kind.get_untracked(),
-                    ..GraphModel::from_graph(&g)
-                });
+                self.graph.set(GraphModel { ops, kind: self.kind.get_untracked(), ..GraphModel::from_graph(&g) });
                 self.load_ops();
             }
         });

@@ -30,23 +30,14 @@ pub fn cell_label(row: &CellRow) -> String {
     if row.cell.is_empty() {
         return "–".into();
     }
-    row.cell
-        .iter()
-        .map(|(axis, v)| format!("{axis}={}", value_text(v)))
-        .collect::<Vec<_>>()
-        .join(" · ")
+    row.cell.iter().map(|(axis, v)| format!("{axis}={}", value_text(v))).collect::<Vec<_>>().join(" · ")
 }
 
 /// A metric over a cell's replicates: `45.5 ± 3.54 (n=2)`, text values counted
 /// (`landlord 2 · farmers 1 (n=3)`), `–` before any replicate has a value.
 pub fn summary_text(m: &MetricSummary) -> String {
     if !m.counts.is_empty() {
-        let counts = m
-            .counts
-            .iter()
-            .map(|(v, c)| format!("{v} {c}"))
-            .collect::<Vec<_>>()
-            .join(" · ");
+        let counts = m.counts.iter().map(|(v, c)| format!("{v} {c}")).collect::<Vec<_>>().join(" · ");
         return format!("{counts} (n={})", m.n);
     }
     match (m.mean, m.sd) {
@@ -183,20 +174,11 @@ impl MetricPlot {
         let number = |v: &Value| v.as_f64().or_else(|| v.as_bool().map(|b| f64::from(u8::from(b))));
         Some(MetricPlot {
             labels: table.cells.iter().map(cell_label).collect(),
-            mean: summaries
-                .iter()
-                .map(|m| m.and_then(|m| m.mean).unwrap_or(f64::NAN))
-                .collect(),
-            sd: summaries
-                .iter()
-                .map(|m| m.and_then(|m| m.sd.or(m.mean.map(|_| 0.0))).unwrap_or(f64::NAN))
-                .collect(),
+            mean: summaries.iter().map(|m| m.and_then(|m| m.mean).unwrap_or(f64::NAN)).collect(),
+            sd: summaries.iter().map(|m| m.and_then(|m| m.sd.or(m.mean.map(|_| 0.0))).unwrap_or(f64::NAN)).collect(),
             values: summaries
                 .iter()
-                .map(|m| {
-                    m.map(|m| m.values.iter().filter_map(number).collect())
-                        .unwrap_or_default()
-                })
+                .map(|m| m.map(|m| m.values.iter().filter_map(number).collect()).unwrap_or_default())
                 .collect(),
         })
     }
@@ -246,14 +228,9 @@ impl SweepForm {
                 "15",
                 "value = metric:final_value\ntrades = metric:num_trades",
             ),
-            Kind::Social => (
-                "news",
-                json!({"op": "public_broadcast"}),
-                "text",
-                "rain, sun",
-                "2",
-                "actions = count:action_end",
-            ),
+            Kind::Social => {
+                ("news", json!({"op": "public_broadcast"}), "text", "rain, sun", "2", "actions = count:action_end")
+            }
         };
         SweepForm {
             label: label.into(),
@@ -286,11 +263,7 @@ impl SweepForm {
         let count = |text: &str, min: u64| text.trim().parse::<u64>().ok().filter(|n| *n >= min);
         let replicates = count(&self.replicates, 1).ok_or("sweep.errReplicates")?;
         let turns = count(&self.turns, 0).ok_or("sweep.errTurns")?;
-        let seed = if self.seed.trim().is_empty() {
-            0
-        } else {
-            count(&self.seed, 0).ok_or("sweep.errSeed")?
-        };
+        let seed = if self.seed.trim().is_empty() { 0 } else { count(&self.seed, 0).ok_or("sweep.errSeed")? };
         let mut metrics = Map::new();
         for line in self.metrics.lines().map(str::trim).filter(|l| !l.is_empty()) {
             let (name, spec) = line.split_once('=').ok_or("sweep.errMetrics")?;
@@ -347,13 +320,7 @@ mod tests {
 
     fn summary(mean: Option<f64>, sd: Option<f64>, values: Value) -> MetricSummary {
         let values = values.as_array().cloned().unwrap_or_default();
-        MetricSummary {
-            mean,
-            sd,
-            n: values.iter().filter(|v| !v.is_null()).count(),
-            values,
-            counts: BTreeMap::new(),
-        }
+        MetricSummary { mean, sd, n: values.iter().filter(|v| !v.is_null()).count(), values, counts: BTreeMap::new() }
     }
 
     fn row(rate: f64, peak: MetricSummary) -> CellRow {
@@ -412,11 +379,7 @@ mod tests {
         assert_eq!((p.mean.clone(), p.sd.clone()), (vec![3.0, 40.0], vec![1.0, 0.0]));
         assert_eq!(p.values, [vec![2.0, 4.0], vec![40.0]]);
         assert_eq!(p.bounds(), (vec![2.0, 40.0], vec![4.0, 40.0]));
-        assert_eq!(
-            MetricPlot::of(&t, "nope"),
-            None,
-            "an unknown metric has nothing to plot"
-        );
+        assert_eq!(MetricPlot::of(&t, "nope"), None, "an unknown metric has nothing to plot");
         let waiting = table(vec![row(0.01, summary(None, None, json!([null, null])))]);
         assert_eq!(MetricPlot::of(&waiting, "peak"), None, "nothing measured yet");
     }
@@ -473,36 +436,20 @@ mod tests {
     }
 
     fn effect(diff: Option<f64>, ci95: Option<[f64; 2]>, n_pairs: usize) -> Effect {
-        Effect {
-            mean_diff: diff,
-            ci95,
-            n_pairs,
-            sd_diff: None,
-            dropped: 0,
-            reason: None,
-        }
+        Effect { mean_diff: diff, ci95, n_pairs, sd_diff: None, dropped: 0, reason: None }
     }
 
     #[test]
     fn effects_read_as_a_signed_difference_with_its_interval() {
-        assert_eq!(
-            effect_text(&effect(Some(673.0), Some([640.7, 705.3]), 3)),
-            "+673 ± 32.3"
-        );
-        assert_eq!(
-            effect_text(&effect(Some(-2.5), Some([-4.0, -0.5]), 8)),
-            "-2.5 [-4, -0.5]"
-        );
+        assert_eq!(effect_text(&effect(Some(673.0), Some([640.7, 705.3]), 3)), "+673 ± 32.3");
+        assert_eq!(effect_text(&effect(Some(-2.5), Some([-4.0, -0.5]), 8)), "-2.5 [-4, -0.5]");
         assert_eq!(effect_text(&effect(Some(0.0), Some([0.0, 0.0]), 3)), "0 ± 0");
         assert_eq!(effect_text(&effect(Some(4.0), None, 1)), "+4");
         assert_eq!(effect_text(&effect(None, None, 0)), "–");
         let mut e = effect(Some(4.0), None, 1);
         e.dropped = 2;
         e.reason = Some("one pair: an interval needs at least two".into());
-        assert_eq!(
-            effect_title(&e),
-            "n_pairs=1 dropped=2 · one pair: an interval needs at least two"
-        );
+        assert_eq!(effect_title(&e), "n_pairs=1 dropped=2 · one pair: an interval needs at least two");
     }
 
     /// Two cells of two replicates each, the second's `peak` 37 [30, 44] above the first's.
@@ -511,9 +458,7 @@ mod tests {
             row(0.01, summary(Some(3.0), Some(1.0), json!([2, 4]))),
             row(0.3, summary(Some(40.0), Some(1.0), json!([39, 41]))),
         ]);
-        t.cells[1]
-            .effects
-            .insert("peak".into(), effect(Some(37.0), Some([30.0, 44.0]), 2));
+        t.cells[1].effects.insert("peak".into(), effect(Some(37.0), Some([30.0, 44.0]), 2));
         t
     }
 
@@ -533,11 +478,7 @@ mod tests {
         assert_eq!(ForestPlot::of(&t, "nope"), None);
         t.baseline = 1;
         let p = ForestPlot::of(&t, "peak").unwrap();
-        assert_eq!(
-            p.rows.iter().map(|r| r.cell).collect::<Vec<_>>(),
-            [0, 2],
-            "the named baseline has no row"
-        );
+        assert_eq!(p.rows.iter().map(|r| r.cell).collect::<Vec<_>>(), [0, 2], "the named baseline has no row");
     }
 
     #[test]

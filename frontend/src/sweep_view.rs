@@ -20,13 +20,8 @@ use crate::sweep::{
 };
 
 impl Job for SweepTable {
-    const NAMES: JobNames = JobNames {
-        name: "sweep",
-        title: "sweep.title",
-        none: "sweep.none",
-        new: "sweep.new",
-        start: "sweep.start",
-    };
+    const NAMES: JobNames =
+        JobNames { name: "sweep", title: "sweep.title", none: "sweep.none", new: "sweep.new", start: "sweep.start" };
     fn id(&self) -> u64 {
         self.sweep
     }
@@ -77,11 +72,7 @@ fn SweepResult(tree: Tree, table: SweepTable) -> impl IntoView {
         .replace("{{failed}}", &table.failed.to_string());
     // The metrics in the file's order (an older server sent none: the first cell's then).
     let metrics: Vec<(String, String)> = if table.metrics.is_empty() {
-        let first: Vec<String> = table
-            .cells
-            .first()
-            .map(|c| c.metrics.keys().cloned().collect())
-            .unwrap_or_default();
+        let first: Vec<String> = table.cells.first().map(|c| c.metrics.keys().cloned().collect()).unwrap_or_default();
         first.into_iter().map(|m| (m, String::new())).collect()
     } else {
         table.metrics.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
@@ -96,11 +87,7 @@ fn SweepResult(tree: Tree, table: SweepTable) -> impl IntoView {
     let head = metrics
         .iter()
         .map(|(name, def)| {
-            let method = if table.interval.is_t() {
-                "t"
-            } else {
-                ctx.tr("sweep.bootstrap")
-            };
+            let method = if table.interval.is_t() { "t" } else { ctx.tr("sweep.bootstrap") };
             let title = ctx
                 .tr("sweep.effectTitle")
                 .replace("{{name}}", name)

@@ -16,11 +16,7 @@ pub fn ago(now: u64, then: u64, lang: Lang) -> String {
     let d = now.saturating_sub(then);
     let (n, en, zh) = match d {
         _ if d < MINUTE => {
-            return if lang == Lang::Zh {
-                "刚刚".into()
-            } else {
-                "just now".into()
-            };
+            return if lang == Lang::Zh { "刚刚".into() } else { "just now".into() };
         }
         _ if d < HOUR => (d / MINUTE, "min ago", "分钟前"),
         _ if d < DAY => (d / HOUR, "h ago", "小时前"),

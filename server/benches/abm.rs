@@ -52,25 +52,15 @@ fn measure(w: &mut AbmWorker, n: u64, steps: u64, agent_level: bool) {
     let t = Instant::now();
     let id = w.load(&model, 1).unwrap().id;
     let build = t.elapsed().as_secs_f64() * 1e3;
-    w.set(
-        id,
-        &simtree::abm::Patch::GlobalVariable {
-            name: "recoveryRate".into(),
-            value: json!(RECOVERY_RATE),
-        },
-    )
-    .unwrap();
+    w.set(id, &simtree::abm::Patch::GlobalVariable { name: "recoveryRate".into(), value: json!(RECOVERY_RATE) })
+        .unwrap();
     let start = w.snapshot(id).unwrap();
     // The same trajectory twice (the RNG travels in the snapshot): once as one call of many
     // steps, once as one call per step.
     let t = Instant::now();
     let report = w.step(id, steps).unwrap();
     let wall = t.elapsed().as_secs_f64() * 1e3;
-    assert_eq!(
-        report.records.len() as u64,
-        steps,
-        "the run lasted the whole measurement"
-    );
+    assert_eq!(report.records.len() as u64, steps, "the run lasted the whole measurement");
     let inside = report.elapsed_ms / steps as f64;
     let again = w.restore(&start).unwrap();
     let (mut calls_wall, mut calls_inside) = (0.0, 0.0);
@@ -97,11 +87,7 @@ fn measure(w: &mut AbmWorker, n: u64, steps: u64, agent_level: bool) {
         w.drop_model(r).unwrap();
     }
     w.drop_model(id).unwrap();
-    let level = if agent_level {
-        "with every agent's status tracked"
-    } else {
-        "model-level counters only"
-    };
+    let level = if agent_level { "with every agent's status tracked" } else { "model-level counters only" };
     let k = steps as f64;
     println!("SIR network, {n} agents, {level}, first {steps} steps:");
     println!("  build (load + initialization)         {build:>9.1} ms");
@@ -121,10 +107,7 @@ fn measure(w: &mut AbmWorker, n: u64, steps: u64, agent_level: bool) {
         median(snap_ms),
         snap.len() as f64 / 1024.0
     );
-    println!(
-        "  restore (unpickle + recompile code)   {:>9.2} ms (median of 7)",
-        median(restore_ms)
-    );
+    println!("  restore (unpickle + recompile code)   {:>9.2} ms (median of 7)", median(restore_ms));
 }
 
 fn main() {
@@ -146,14 +129,8 @@ fn main() {
     measure(&mut w, 1000, 40, true);
     measure(&mut w, 10_000, 10, false);
 
-    let bare = median(
-        (0..3)
-            .map(|_| {
-                w.bench_bare_mesa_sir(1000, 40, 1, (INFECTION_RATE, RECOVERY_RATE))
-                    .unwrap()
-            })
-            .collect(),
-    );
+    let bare =
+        median((0..3).map(|_| w.bench_bare_mesa_sir(1000, 40, 1, (INFECTION_RATE, RECOVERY_RATE)).unwrap()).collect());
     let loop_ms = median((0..5).map(|_| w.bench_python_loop(1000, 100).unwrap()).collect());
     let t = Instant::now();
     let pings = 200;
@@ -167,10 +144,7 @@ fn main() {
     println!("  empty round trip (ping)                        {ping:>7.3} ms");
 
     let model = sir(1000, false);
-    let plan = Advance {
-        steps: 30,
-        ..Advance::default()
-    };
+    let plan = Advance { steps: 30, ..Advance::default() };
     let seeds: Vec<u64> = (1..=8).collect();
     for size in [1, 2] {
         let pool = WorkerPool::spawn(&config, size).unwrap();

@@ -62,34 +62,18 @@ fn row(name: &str, (us, turns): (f64, u64)) -> f64 {
 fn main() {
     let none = |_: &mut Simulator| {};
     println!("one turn under the mock LLM (wall time of whole runs / their turns)");
-    let chat = row(
-        "simple_chat (Rust scene)",
-        per_turn(&document("assets/scenarios/simple_chat.json"), &MockClient, &none),
-    );
-    let council = row(
-        "council (Rust scene)",
-        per_turn(&document("assets/scenarios/council.json"), &MockClient, &none),
-    );
+    let chat =
+        row("simple_chat (Rust scene)", per_turn(&document("assets/scenarios/simple_chat.json"), &MockClient, &none));
+    let council = row("council (Rust scene)", per_turn(&document("assets/scenarios/council.json"), &MockClient, &none));
     let mut custom = Vec::new();
-    for id in [
-        "custom_jury",
-        "custom_public_goods",
-        "custom_ultimatum",
-        "custom_town_hall",
-    ] {
+    for id in ["custom_jury", "custom_public_goods", "custom_ultimatum", "custom_town_hall"] {
         let doc = document(&format!("assets/scenarios/{id}.json"));
-        custom.push(row(
-            &format!("{id} (custom, declarative)"),
-            per_turn(&doc, &MockClient, &none),
-        ));
+        custom.push(row(&format!("{id} (custom, declarative)"), per_turn(&doc, &MockClient, &none)));
     }
     let hooked = document("server/tests/fixtures/custom/hooked_draw.json");
     let mut declarative = hooked.clone();
     declarative["scene"]["config"].as_object_mut().unwrap().remove("hooks");
-    let plain = row(
-        "house draw, hooks removed (custom, declarative)",
-        per_turn(&declarative, &MockClient, &none),
-    );
+    let plain = row("house draw, hooks removed (custom, declarative)", per_turn(&declarative, &MockClient, &none));
     custom.push(plain);
     let worst = custom.iter().copied().fold(0.0, f64::max);
     let mean = custom.iter().sum::<f64>() / custom.len() as f64;
@@ -118,18 +102,13 @@ fn main() {
     let pool = Arc::new(pool);
     let never = simtree::abm::worker::CancelToken::new();
     let give = |sim: &mut Simulator| simtree::sim::hooks::give(sim, Some(&pool), &never);
-    let with_hooks = row(
-        &format!("house draw with its three hooks, mock ({sandbox})"),
-        per_turn(&hooked, &MockClient, &give),
-    );
+    let with_hooks =
+        row(&format!("house draw with its three hooks, mock ({sandbox})"), per_turn(&hooked, &MockClient, &give));
     let scripted = OfflineClient(Offline::Scripted);
     let scripted_plain = per_turn(&declarative, &scripted, &none);
     let scripted_hooks = per_turn(&hooked, &scripted, &give);
     row("house draw, hooks removed, scripted player", scripted_plain);
-    row(
-        &format!("house draw with its three hooks, scripted player ({sandbox})"),
-        scripted_hooks,
-    );
+    row(&format!("house draw with its three hooks, scripted player ({sandbox})"), scripted_hooks);
     println!(
         "with hooks vs without: {:.1}× (mock), {:.1}× (scripted, every action calls on_action)",
         with_hooks / plain,

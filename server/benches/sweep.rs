@@ -33,10 +33,7 @@ fn main() {
     )
     .expect("spec");
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let mut timed = Vec::new();
     for parallel in [1, cores] {
         let env = Env {
@@ -54,8 +51,5 @@ fn main() {
     }
     assert_eq!(timed[0].1, timed[1].1, "parallel and sequential sweeps agree");
     println!("{}", timed[1].1.trim_end());
-    println!(
-        "parallel speed-up on {cores} cores: {:.2}x",
-        timed[0].0 / timed[1].0.max(f64::EPSILON)
-    );
+    println!("parallel speed-up on {cores} cores: {:.2}x", timed[0].0 / timed[1].0.max(f64::EPSILON));
 }

@@ -18,11 +18,7 @@ use simtree_shared::Op;
 
 fn app() -> std::sync::Arc<Workbench> {
     let lib = ScenarioLibrary::load_dir(&assets_dir().expect("assets").join("scenarios")).expect("scenarios");
-    let limits = Limits {
-        max_children_per_request: 100_000,
-        max_trees: 100_000,
-        ..Limits::default()
-    };
+    let limits = Limits { max_children_per_request: 100_000, max_trees: 100_000, ..Limits::default() };
     std::sync::Arc::new(Workbench::new(lib, Backend::Mock, limits))
 }
 
@@ -49,11 +45,7 @@ fn rss_kb() -> u64 {
 async fn memory_child(n: u64) {
     let app = app();
     let before = rss_kb();
-    let tree = app
-        .trees()
-        .create_tree("simple_chat", None, Default::default(), None)
-        .unwrap()
-        .id;
+    let tree = app.trees().create_tree("simple_chat", None, Default::default(), None).unwrap().id;
     let mut node = 0;
     for _ in 1..n {
         node = app.runs().advance(tree, node, 1).await.unwrap().node;
@@ -64,10 +56,7 @@ async fn memory_child(n: u64) {
 
 fn memory_of_chain(n: u64) -> String {
     let exe = std::env::current_exe().expect("bench executable");
-    let out = std::process::Command::new(exe)
-        .env("SIMTREE_BENCH_MEM", n.to_string())
-        .output()
-        .expect("child");
+    let out = std::process::Command::new(exe).env("SIMTREE_BENCH_MEM", n.to_string()).output().expect("child");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -75,11 +64,7 @@ async fn main_bench() {
     let app = app();
 
     // (a) chain of 200 single-turn advances.
-    let tree = app
-        .trees()
-        .create_tree("simple_chat", None, Default::default(), None)
-        .unwrap()
-        .id;
+    let tree = app.trees().create_tree("simple_chat", None, Default::default(), None).unwrap().id;
     let mut steps = Vec::new();
     let mut node = 0;
     let started = Instant::now();
@@ -100,11 +85,7 @@ async fn main_bench() {
     );
 
     // (b) 64-child advance_multi from a depth-1 node.
-    let tree = app
-        .trees()
-        .create_tree("simple_chat", None, Default::default(), None)
-        .unwrap()
-        .id;
+    let tree = app.trees().create_tree("simple_chat", None, Default::default(), None).unwrap().id;
     let parent = app.runs().advance(tree, 0, 1).await.unwrap().node;
     let mut runs = Vec::new();
     for _ in 0..5 {
@@ -113,31 +94,19 @@ async fn main_bench() {
         runs.push(t.elapsed());
         assert_eq!(kids.len(), 64);
     }
-    println!(
-        "advance_multi, 64 children x 1 turn: {:.2} ms (median of 5)",
-        ms(median(runs))
-    );
+    println!("advance_multi, 64 children x 1 turn: {:.2} ms (median of 5)", ms(median(runs)));
 
     // (c) branch at depth 50.
-    let tree = app
-        .trees()
-        .create_tree("simple_chat", None, Default::default(), None)
-        .unwrap()
-        .id;
+    let tree = app.trees().create_tree("simple_chat", None, Default::default(), None).unwrap().id;
     let deep = app.runs().advance_chain(tree, 0, 50).await.unwrap().node;
     let samples: Vec<Duration> = (0..50)
         .map(|_| {
             let t = Instant::now();
-            app.runs()
-                .branch(tree, deep, vec![Op::PublicBroadcast { text: "news".into() }])
-                .unwrap();
+            app.runs().branch(tree, deep, vec![Op::PublicBroadcast { text: "news".into() }]).unwrap();
             t.elapsed()
         })
         .collect();
-    println!(
-        "branch (public_broadcast) at depth 50: {:.3} ms (median of 50)",
-        ms(median(samples))
-    );
+    println!("branch (public_broadcast) at depth 50: {:.3} ms (median of 50)", ms(median(samples)));
 
     // (d) memory of long chains, each in a fresh process.
     for n in [1_000u64, 10_000] {
@@ -146,10 +115,7 @@ async fn main_bench() {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     if let Some(n) = std::env::var("SIMTREE_BENCH_MEM").ok().and_then(|v| v.parse().ok()) {
         rt.block_on(memory_child(n));
         return;

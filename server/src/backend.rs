@@ -307,17 +307,9 @@ impl Providers {
         let llm = if by_agent.is_empty() {
             metered(default.clone())
         } else {
-            Arc::new(RoutingClient {
-                default: metered(default.clone()),
-                by_agent,
-            })
+            Arc::new(RoutingClient { default: metered(default.clone()), by_agent })
         };
-        let tools = Arc::new(ProviderToolModel {
-            provider: default,
-            ledger: ledger.clone(),
-            budget,
-            watch,
-        });
+        let tools = Arc::new(ProviderToolModel { provider: default, ledger: ledger.clone(), budget, watch });
         Ok(RunCtx { llm, tools, abm })
     }
 

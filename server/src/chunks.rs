@@ -59,21 +59,13 @@ pub struct AppendList<T> {
 
 impl<T> Default for AppendList<T> {
     fn default() -> Self {
-        AppendList {
-            frozen: None,
-            frozen_len: 0,
-            tail: Vec::new(),
-        }
+        AppendList { frozen: None, frozen_len: 0, tail: Vec::new() }
     }
 }
 
 impl<T> Clone for AppendList<T> {
     fn clone(&self) -> Self {
-        AppendList {
-            frozen: self.frozen.clone(),
-            frozen_len: self.frozen_len,
-            tail: self.tail.clone(),
-        }
+        AppendList { frozen: self.frozen.clone(), frozen_len: self.frozen_len, tail: self.tail.clone() }
     }
 }
 
@@ -95,11 +87,7 @@ impl<T> AppendList<T> {
             let keep = self.tail.split_off(self.tail.len() - 1);
             let items = std::mem::replace(&mut self.tail, keep).into_boxed_slice();
             self.frozen_len += items.len();
-            self.frozen = Some(Arc::new(Chunk {
-                prev: self.frozen.take(),
-                items,
-                key: OnceLock::new(),
-            }));
+            self.frozen = Some(Arc::new(Chunk { prev: self.frozen.take(), items, key: OnceLock::new() }));
         }
     }
 
@@ -260,10 +248,7 @@ impl Writer {
             (u128::from(half(1)) << 64) | u128::from(half(2))
         });
         if let (Some(d), Some(hash)) = (&self.dedupe, hash)
-            && let Some(key) = d
-                .by_hash
-                .get(&hash)
-                .and_then(|v| v.iter().find(|k| d.ancestors.contains(&k.0)))
+            && let Some(key) = d.by_hash.get(&hash).and_then(|v| v.iter().find(|k| d.ancestors.contains(&k.0)))
         {
             return Ok(*key);
         }
@@ -321,12 +306,7 @@ pub(crate) fn write_chunks<R>(
     dedupe: Option<Dedupe>,
     f: impl FnOnce() -> R,
 ) -> (R, Vec<NewChunk>, Option<Dedupe>) {
-    let writer = Writer {
-        node,
-        next: 0,
-        out: Vec::new(),
-        dedupe,
-    };
+    let writer = Writer { node, next: 0, out: Vec::new(), dedupe };
     match with_ctx(Ctx::Write(writer), f) {
         (r, Ctx::Write(w)) => (r, w.out, w.dedupe),
         (r, _) => (r, Vec::new(), None),
@@ -341,11 +321,7 @@ pub(crate) fn read_chunks<R>(
     cache: &Arc<ChunkCache>,
     f: impl FnOnce() -> R,
 ) -> Option<R> {
-    let reader = Reader {
-        raw,
-        cache: cache.clone(),
-        missing: false,
-    };
+    let reader = Reader { raw, cache: cache.clone(), missing: false };
     match with_ctx(Ctx::Read(reader), f) {
         (_, Ctx::Read(r)) if r.missing => None,
         (r, _) => Some(r),
@@ -470,11 +446,7 @@ fn resolve<T: DeserializeOwned + Send + Sync + 'static>(key: ChunkKey) -> Result
     });
     let mut prev = base;
     for (k, items) in chain.into_iter().rev() {
-        let chunk = Arc::new(Chunk {
-            prev,
-            items: items.into_iter().map(Arc::new).collect(),
-            key: OnceLock::from(k),
-        });
+        let chunk = Arc::new(Chunk { prev, items: items.into_iter().map(Arc::new).collect(), key: OnceLock::from(k) });
         if let Some(cache) = &cache {
             cache.insert(k, &chunk);
         }
@@ -492,12 +464,7 @@ impl<T: Serialize> Serialize for AppendList<T> {
             Some(head) => Some(key_of(head).map_err(S::Error::custom)?),
             None => None,
         };
-        StoredOut {
-            c,
-            n: self.frozen_len,
-            t: self.tail.iter().map(|a| &**a).collect(),
-        }
-        .serialize(s)
+        StoredOut { c, n: self.frozen_len, t: self.tail.iter().map(|a| &**a).collect() }.serialize(s)
     }
 }
 
@@ -511,11 +478,7 @@ impl<'de, T: DeserializeOwned + Send + Sync + 'static> Deserialize<'de> for Appe
             Some(k) => Some(resolve::<T>(k).map_err(D::Error::custom)?),
             None => None,
         };
-        Ok(AppendList {
-            frozen,
-            frozen_len: stored.n,
-            tail: stored.t.into_iter().map(Arc::new).collect(),
-        })
+        Ok(AppendList { frozen, frozen_len: stored.n, tail: stored.t.into_iter().map(Arc::new).collect() })
     }
 }
 
@@ -558,19 +521,13 @@ mod tests {
     fn the_store_form_writes_each_chunk_once_and_reads_back_shared() {
         let parent: AppendList<String> = (0..50).map(|i| i.to_string()).collect();
         let (pjson, pchunks, _) = write_chunks(1, None, || serde_json::to_string(&parent).unwrap());
-        assert!(
-            !pchunks.is_empty() && pjson.len() < 100,
-            "a state holds keys and a tail: {pjson}"
-        );
+        assert!(!pchunks.is_empty() && pjson.len() < 100, "a state holds keys and a tail: {pjson}");
         let mut child = parent.clone();
         for i in 50..60 {
             child.push(i.to_string());
         }
         let (cjson, cchunks, _) = write_chunks(2, None, || serde_json::to_string(&child).unwrap());
-        assert!(
-            cchunks.iter().all(|c| c.key.0 == 2),
-            "only the child's own chunks are new"
-        );
+        assert!(cchunks.iter().all(|c| c.key.0 == 2), "only the child's own chunks are new");
         assert!(cchunks.len() <= 3);
         let mut all = rows(&pchunks);
         all.extend(rows(&cchunks));
@@ -590,10 +547,7 @@ mod tests {
             .find(|c| c.key.get().map(|k| k.0) == Some(1))
             .unwrap()
         };
-        assert!(
-            Arc::ptr_eq(&shared(&back_p), &shared(&back_c)),
-            "rebuilt nodes share chunks"
-        );
+        assert!(Arc::ptr_eq(&shared(&back_p), &shared(&back_c)), "rebuilt nodes share chunks");
         // Pruning keeps what a list still holds and forgets the rest (their weak references
         // kept the chunks' allocations).
         let held = cache.len();
@@ -601,18 +555,14 @@ mod tests {
         assert_eq!(cache.len(), held, "every chunk is still held");
         drop(back_c);
         cache.prune();
-        assert!(
-            cache.len() < held && !cache.is_empty(),
-            "the child's own chunks are gone"
-        );
+        assert!(cache.len() < held && !cache.is_empty(), "the child's own chunks are gone");
         drop(back_p);
         cache.prune();
         assert!(cache.is_empty());
         // A missing row is reported, not guessed.
         let empty = Arc::new(ChunkCache::default());
-        let missing = read_chunks(HashMap::new(), &empty, || {
-            serde_json::from_str::<AppendList<String>>(&cjson).is_err()
-        });
+        let missing =
+            read_chunks(HashMap::new(), &empty, || serde_json::from_str::<AppendList<String>>(&cjson).is_err());
         assert_eq!(missing, None);
     }
 

@@ -34,9 +34,7 @@ pub enum EmbedError {
 /// The folder holding this build's extracted trees: `<cache>/<version>-<content hash>`.
 fn release_dir() -> Result<&'static PathBuf, EmbedError> {
     static DIR: OnceLock<Result<PathBuf, EmbedError>> = OnceLock::new();
-    DIR.get_or_init(|| extract_release(&cache_dir().ok_or(EmbedError::NoCacheFolder)?))
-        .as_ref()
-        .map_err(Clone::clone)
+    DIR.get_or_init(|| extract_release(&cache_dir().ok_or(EmbedError::NoCacheFolder)?)).as_ref().map_err(Clone::clone)
 }
 
 /// Extracts this build's trees under `base` unless a complete copy is there already.
@@ -58,10 +56,7 @@ fn extract_release(base: &Path) -> Result<PathBuf, EmbedError> {
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), EmbedError> {
-    std::fs::write(path, bytes).map_err(|e| EmbedError::Write {
-        path: path.to_path_buf(),
-        cause: e.to_string(),
-    })
+    std::fs::write(path, bytes).map_err(|e| EmbedError::Write { path: path.to_path_buf(), cause: e.to_string() })
 }
 
 fn cache_dir() -> Option<PathBuf> {
@@ -83,10 +78,8 @@ fn extract(dir: &Dir<'_>, to: &Path) -> Result<(), EmbedError> {
     for f in files(dir) {
         let path = to.join(f.path());
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| EmbedError::Write {
-                path: parent.to_path_buf(),
-                cause: e.to_string(),
-            })?;
+            std::fs::create_dir_all(parent)
+                .map_err(|e| EmbedError::Write { path: parent.to_path_buf(), cause: e.to_string() })?;
         }
         write(&path, f.contents())?;
     }
@@ -135,10 +128,7 @@ mod tests {
         let base = home.join(".cache").join("simtree");
         let err = extract_release(&base).unwrap_err().to_string();
         let _ = std::fs::remove_file(&home);
-        assert!(
-            err.contains("cannot write the shipped assets to the cache folder"),
-            "{err}"
-        );
+        assert!(err.contains("cannot write the shipped assets to the cache folder"), "{err}");
         assert!(err.contains(&home.display().to_string()), "names the folder: {err}");
         assert!(err.contains("SIMTREE_CACHE"), "says what to do: {err}");
         assert!(!err.contains("cannot read"), "{err}");

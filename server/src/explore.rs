@@ -111,9 +111,8 @@ impl ExploreSpec {
             return Err(bad("budget.money: must be a number of dollars above 0"));
         }
         // The grid's size is checked before any op is built, so a huge space costs nothing.
-        let size = self.space.iter().try_fold(1usize, |n, a| {
-            n.checked_mul(a.values.len()).filter(|&n| n <= MAX_CANDIDATES)
-        });
+        let size =
+            self.space.iter().try_fold(1usize, |n, a| n.checked_mul(a.values.len()).filter(|&n| n <= MAX_CANDIDATES));
         match size {
             Some(0) => {
                 let i = self.space.iter().position(|a| a.values.is_empty()).unwrap_or(0);
@@ -244,11 +243,7 @@ mod tests {
         assert_eq!(next_round(4, 2, 2, 5), 1);
         assert_eq!(next_round(4, 2, 2, 3), 0);
         assert_eq!(next_round(1, 8, 2, 100), 0, "one candidate left after a round");
-        assert_eq!(
-            next_round(1, 0, 2, 100),
-            2,
-            "a single candidate still runs its first round"
-        );
+        assert_eq!(next_round(1, 0, 2, 100), 2, "a single candidate still runs its first round");
     }
 
     #[test]
@@ -276,10 +271,7 @@ mod tests {
                                                    "field": "value", "values": [1, 2]}))
                 .collect::<Vec<_>>()
         );
-        assert!(
-            check(b).contains("at most 64"),
-            "2^70 candidates are refused without building them"
-        );
+        assert!(check(b).contains("at most 64"), "2^70 candidates are refused without building them");
         for (field, value, want) in [
             ("replicates", json!(0), "replicates"),
             ("replicates", json!(1_000_000), "replicates"),
@@ -289,11 +281,7 @@ mod tests {
             ("budget", json!({"money": 0.0}), "budget.money"),
             ("budget", json!({"money": -1.0}), "budget.money"),
             ("budget", json!({"tokens": 0}), "budget.tokens"),
-            (
-                "objective",
-                json!({"metric": "median:x", "goal": "min"}),
-                "objective.metric",
-            ),
+            ("objective", json!({"metric": "median:x", "goal": "min"}), "objective.metric"),
         ] {
             let mut b = body(json!([0.1, 0.2]));
             b[field] = value;

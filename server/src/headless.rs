@@ -27,11 +27,7 @@ pub(crate) struct Counted {
 
 impl Counted {
     pub(crate) fn new(inner: Arc<dyn LlmClient>) -> Counted {
-        Counted {
-            inner,
-            calls: AtomicU64::new(0),
-            words: AtomicU64::new(0),
-        }
+        Counted { inner, calls: AtomicU64::new(0), words: AtomicU64::new(0) }
     }
 }
 
@@ -151,10 +147,5 @@ pub(crate) async fn advance(
         Err(e) => (NodeStatus::Failed, Some(e.to_string())),
     };
     tree.finish(node, sim, status, error.clone(), records.clone());
-    Ok(Finished {
-        tree,
-        node,
-        error,
-        records,
-    })
+    Ok(Finished { tree, node, error, records })
 }

@@ -28,11 +28,7 @@ const READING_VALID: Duration = Duration::from_millis(50);
 impl Watch {
     /// A watch for `budget` bytes of resident memory (0: none).
     pub(crate) fn new(budget: u64) -> Watch {
-        Watch {
-            budget,
-            verdict: OnceLock::new(),
-            last: std::sync::Mutex::new(None),
-        }
+        Watch { budget, verdict: OnceLock::new(), last: std::sync::Mutex::new(None) }
     }
 
     pub(crate) fn budget(&self) -> u64 {
@@ -80,10 +76,7 @@ impl Watch {
             }
         };
         match resident {
-            Some(resident) if resident > self.budget => Err(OverBudget {
-                resident,
-                budget: self.budget,
-            }),
+            Some(resident) if resident > self.budget => Err(OverBudget { resident, budget: self.budget }),
             _ => Ok(()),
         }
     }

@@ -115,23 +115,13 @@ pub struct Scenario {
 impl Scenario {
     /// Parses one scenario file's text; `file` names it in errors.
     pub fn from_json(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
-        let invalid = |message: String| ScenarioError::Invalid {
-            file: file.to_string(),
-            message,
-        };
+        let invalid = |message: String| ScenarioError::Invalid { file: file.to_string(), message };
         let de = &mut serde_json::Deserializer::from_str(text);
         let mut scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
-            invalid(if path == "." {
-                e.inner().to_string()
-            } else {
-                format!("{path}: {}", e.inner())
-            })
+            invalid(if path == "." { e.inner().to_string() } else { format!("{path}: {}", e.inner()) })
         })?;
-        scenario.id = Path::new(file)
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        scenario.id = Path::new(file).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         if scenario.agents.is_empty() {
             return Err(invalid("agents: a scenario needs at least one agent".into()));
         }
@@ -153,10 +143,7 @@ impl Scenario {
     /// Every agent's actions are its scene type's, and the scene's prose names only those.
     fn check_catalogue(&self, file: &str) -> Result<(), ScenarioError> {
         let scene = self.scene.kind;
-        let invalid = |message: String| ScenarioError::Invalid {
-            file: file.to_string(),
-            message,
-        };
+        let invalid = |message: String| ScenarioError::Invalid { file: file.to_string(), message };
         for (i, agent) in self.agents.iter().enumerate() {
             if let Some((j, a)) = agent.action_space.iter().enumerate().find(|(_, a)| !scene.offers(**a)) {
                 return Err(invalid(format!(
@@ -176,18 +163,13 @@ impl Scenario {
     /// A scenario shipped in `assets/scenarios/<id>.json`, for tests.
     #[cfg(test)]
     pub(crate) fn shipped(id: &str) -> Scenario {
-        let path = crate::embedded::assets_dir()
-            .unwrap()
-            .join(format!("scenarios/{id}.json"));
+        let path = crate::embedded::assets_dir().unwrap().join(format!("scenarios/{id}.json"));
         Scenario::load_file(&path).unwrap()
     }
 
     /// Builds a fresh simulator; `seed` overrides the file's seed.
     pub fn build(&self, seed: Option<u64>) -> Result<Simulator, ScenarioError> {
-        let invalid = |message: String| ScenarioError::Invalid {
-            file: format!("scenarios/{}.json", self.id),
-            message,
-        };
+        let invalid = |message: String| ScenarioError::Invalid { file: format!("scenarios/{}.json", self.id), message };
         let agents = self.agents.iter().map(AgentSpec::to_agent).collect();
         let s = &self.scene;
         let scene =
@@ -262,10 +244,8 @@ impl TradingScenario {
     pub(crate) fn load_file(path: &Path) -> Result<TradingScenario, ScenarioError> {
         let (text, file, id) = read_asset(path, "trading")?;
         let de = &mut serde_json::Deserializer::from_str(&text);
-        let mut s: TradingScenario = serde_path_to_error::deserialize(de).map_err(|e| ScenarioError::Invalid {
-            file,
-            message: format!("{}: {}", e.path(), e.inner()),
-        })?;
+        let mut s: TradingScenario = serde_path_to_error::deserialize(de)
+            .map_err(|e| ScenarioError::Invalid { file, message: format!("{}: {}", e.path(), e.inner()) })?;
         s.id = id;
         Ok(s)
     }
@@ -273,18 +253,9 @@ impl TradingScenario {
 
 /// An asset file's text, its name for messages (`folder/name.json`) and its id (the stem).
 fn read_asset(path: &Path, folder: &str) -> Result<(String, String, String), ScenarioError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
-        path: path.into(),
-        source,
-    })?;
-    let name = path
-        .file_name()
-        .map(|f| f.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let id = path
-        .file_stem()
-        .map(|x| x.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io { path: path.into(), source })?;
+    let name = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    let id = path.file_stem().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default();
     Ok((text, format!("{folder}/{name}"), id))
 }
 
@@ -300,10 +271,8 @@ pub struct AbmScenario {
 impl AbmScenario {
     pub(crate) fn load_file(path: &Path) -> Result<AbmScenario, ScenarioError> {
         let (text, file, id) = read_asset(path, "abm")?;
-        let doc = crate::abm::model::AbmDocument::parse(&text).map_err(|e| ScenarioError::Invalid {
-            file: file.clone(),
-            message: e.to_string(),
-        })?;
+        let doc = crate::abm::model::AbmDocument::parse(&text)
+            .map_err(|e| ScenarioError::Invalid { file: file.clone(), message: e.to_string() })?;
         let model = doc.model().cloned().ok_or_else(|| ScenarioError::Invalid {
             file,
             message: "the file holds a failure envelope, not a model".into(),
@@ -312,12 +281,7 @@ impl AbmScenario {
         let text_of = |key: &str| abm_text(&info, key);
         let title = text_of("title");
         let description = text_of("explanation");
-        Ok(AbmScenario {
-            title: if title.is_empty() { id.clone() } else { title },
-            id,
-            description,
-            model,
-        })
+        Ok(AbmScenario { title: if title.is_empty() { id.clone() } else { title }, id, description, model })
     }
 }
 
@@ -325,11 +289,7 @@ impl AbmScenario {
 /// shapes: the API envelope (under `supportingInfo`), an LLM answer (`{model, explanation,
 /// title}`) or a bare model (none: empty).
 pub(crate) fn abm_text(doc: &Value, key: &str) -> String {
-    doc["supportingInfo"][key]
-        .as_str()
-        .or(doc[key].as_str())
-        .unwrap_or_default()
-        .to_string()
+    doc["supportingInfo"][key].as_str().or(doc[key].as_str()).unwrap_or_default().to_string()
 }
 
 /// The scenarios of the assets folder, sorted by id: social scenes, trading episodes and
@@ -344,15 +304,8 @@ pub struct ScenarioLibrary {
 impl ScenarioLibrary {
     /// Loads every `*.json` in `dir`; the first malformed file is an error.
     pub fn load_dir(dir: &Path) -> Result<Self, ScenarioError> {
-        let scenarios = json_files(dir)?
-            .iter()
-            .map(|p| Scenario::load_file(p))
-            .collect::<Result<_, _>>()?;
-        Ok(ScenarioLibrary {
-            scenarios,
-            trading: Vec::new(),
-            abm: Vec::new(),
-        })
+        let scenarios = json_files(dir)?.iter().map(|p| Scenario::load_file(p)).collect::<Result<_, _>>()?;
+        Ok(ScenarioLibrary { scenarios, trading: Vec::new(), abm: Vec::new() })
     }
 
     /// Loads `assets/scenarios` and, when present, `assets/trading` and `assets/abm`.
@@ -360,16 +313,11 @@ impl ScenarioLibrary {
         let mut lib = ScenarioLibrary::load_dir(&assets.join("scenarios"))?;
         let (trading, abm) = (assets.join("trading"), assets.join("abm"));
         if trading.is_dir() {
-            lib.trading = json_files(&trading)?
-                .iter()
-                .map(|p| TradingScenario::load_file(p))
-                .collect::<Result<_, _>>()?;
+            lib.trading =
+                json_files(&trading)?.iter().map(|p| TradingScenario::load_file(p)).collect::<Result<_, _>>()?;
         }
         if abm.is_dir() {
-            lib.abm = json_files(&abm)?
-                .iter()
-                .map(|p| AbmScenario::load_file(p))
-                .collect::<Result<_, _>>()?;
+            lib.abm = json_files(&abm)?.iter().map(|p| AbmScenario::load_file(p)).collect::<Result<_, _>>()?;
         }
         Ok(lib)
     }
@@ -383,10 +331,7 @@ impl ScenarioLibrary {
     }
 
     pub fn get(&self, id: &str) -> Result<&Scenario, ScenarioError> {
-        self.scenarios
-            .iter()
-            .find(|s| s.id == id)
-            .ok_or_else(|| ScenarioError::Unknown(id.to_string()))
+        self.scenarios.iter().find(|s| s.id == id).ok_or_else(|| ScenarioError::Unknown(id.to_string()))
     }
 
     pub fn ids(&self) -> Vec<&str> {
@@ -401,10 +346,7 @@ impl ScenarioLibrary {
 
 /// The `*.json` files of a folder, sorted.
 fn json_files(dir: &Path) -> Result<Vec<PathBuf>, ScenarioError> {
-    let entries = std::fs::read_dir(dir).map_err(|source| ScenarioError::Io {
-        path: dir.into(),
-        source,
-    })?;
+    let entries = std::fs::read_dir(dir).map_err(|source| ScenarioError::Io { path: dir.into(), source })?;
     let mut paths: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
@@ -435,20 +377,13 @@ impl UserScenario {
     /// the document (prefixed `scenario.` for social and trading documents, as the request
     /// holds it; an ABM finding carries the validator's path).
     pub fn from_document(id: &str, doc: &Value) -> Result<UserScenario, ScenarioError> {
-        let invalid = |message: String| ScenarioError::Invalid {
-            file: "scenario".into(),
-            message,
-        };
-        let obj = doc
-            .as_object()
-            .ok_or_else(|| invalid("a scenario document must be a JSON object".into()))?;
+        let invalid = |message: String| ScenarioError::Invalid { file: "scenario".into(), message };
+        let obj = doc.as_object().ok_or_else(|| invalid("a scenario document must be a JSON object".into()))?;
         if obj.contains_key("scene") {
             if let Some(n) = obj.get("agents").and_then(Value::as_array).map(Vec::len)
                 && n > MAX_DOCUMENT_AGENTS
             {
-                return Err(invalid(format!(
-                    "agents: {n} agents; a scenario may have at most {MAX_DOCUMENT_AGENTS}"
-                )));
+                return Err(invalid(format!("agents: {n} agents; a scenario may have at most {MAX_DOCUMENT_AGENTS}")));
             }
             let mut s = Scenario::from_json("scenario", &doc.to_string())?;
             s.id = id.to_string();
@@ -509,12 +444,7 @@ fn abm_initial_agents(model: &crate::abm::model::AbmModel) -> u64 {
             .map(|f| f.max(0.0) as u64),
         _ => None,
     };
-    model
-        .agents
-        .iter()
-        .flatten()
-        .filter_map(|t| count(&t.initial_count.to_json()))
-        .fold(0u64, u64::saturating_add)
+    model.agents.iter().flatten().filter_map(|t| count(&t.initial_count.to_json())).fold(0u64, u64::saturating_add)
 }
 
 #[cfg(test)]
@@ -576,9 +506,7 @@ mod tests {
     }
 
     fn first_prompt(doc: &Value) -> String {
-        let UserScenario::Social(s) = UserScenario::from_document("doc", doc).unwrap() else {
-            unreachable!()
-        };
+        let UserScenario::Social(s) = UserScenario::from_document("doc", doc).unwrap() else { unreachable!() };
         let mut sim = s.build(None).unwrap();
         let prompts = Prompts::default();
         let (report, _) = sim.run_blocking(1, &prompts);
@@ -604,10 +532,7 @@ mod tests {
         });
         let own = first_prompt(&doc);
         assert!(!own.contains("legislative") && !own.contains("Host chairs") && !own.contains("follow the Host"));
-        assert!(
-            !own.contains("Chat guidelines"),
-            "the rules replace the chat room's too"
-        );
+        assert!(!own.contains("Chat guidelines"), "the rules replace the chat room's too");
         assert!(own.contains("\n\nA jury room: twelve jurors deliberate on the case they heard.\n\n- Weigh the evidence; the foreperson calls the vote.\n\nAction Space:"));
         assert!(own.contains("- start_voting: (foreperson) call for a verdict\n"));
         assert!(own.contains("Usage:\n- To call for a verdict:\n<Action name=\"start_voting\"><title>verdict</title></Action>\n- To close"));

@@ -56,11 +56,7 @@ pub(crate) const ABM_CALLS: &str = "a model step makes no LLM call";
 
 impl CallShape {
     pub(crate) fn none(why: &str) -> CallShape {
-        CallShape {
-            least: 0,
-            most: 0,
-            why: why.into(),
-        }
+        CallShape { least: 0, most: 0, why: why.into() }
     }
 }
 
@@ -363,9 +359,9 @@ impl Sim {
         match self {
             Sim::Social(s) => social::interview(s, agent, question),
             Sim::Trading(t) => trading::interview(t, agent, question),
-            Sim::Abm(_) => Err(SimError::Interview(
-                "an agent-based model has no language-model agents to interview".into(),
-            )),
+            Sim::Abm(_) => {
+                Err(SimError::Interview("an agent-based model has no language-model agents to interview".into()))
+            }
         }
     }
 

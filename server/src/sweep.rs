@@ -110,9 +110,7 @@ impl SweepPlan for SweepSpec {
                 .iter()
                 .position(|c| {
                     c.labels.len() == want.len()
-                        && want
-                            .iter()
-                            .all(|(k, v)| c.labels.get(k).is_some_and(|l| same_value(l, v)))
+                        && want.iter().all(|(k, v)| c.labels.get(k).is_some_and(|l| same_value(l, v)))
                 })
                 .ok_or_else(|| {
                     SweepError::Spec(format!(
@@ -129,10 +127,7 @@ impl SweepPlan for SweepSpec {
         if self.metrics.is_empty() {
             return Err(spec("metrics: name at least one metric".into()));
         }
-        let mut cells = vec![Cell {
-            labels: IndexMap::new(),
-            ops: Vec::new(),
-        }];
+        let mut cells = vec![Cell { labels: IndexMap::new(), ops: Vec::new() }];
         for (i, axis) in self.axes.iter().enumerate() {
             if axis.values.is_empty() {
                 return Err(spec(format!("axes[{i}] ({}): no values", axis.label)));
@@ -224,20 +219,13 @@ pub enum Reduce {
 impl Metric {
     pub(crate) fn parse(spec: &str) -> Result<Metric, SweepError> {
         let (kind, arg) = spec.split_once(':').ok_or_else(|| {
-            SweepError::Spec(format!(
-                "{spec:?}: expected kind:argument, e.g. max:globalVariable.infectedCount"
-            ))
+            SweepError::Spec(format!("{spec:?}: expected kind:argument, e.g. max:globalVariable.infectedCount"))
         })?;
         let arg = arg.trim().to_string();
         if arg.is_empty() {
             return Err(SweepError::Spec(format!("{spec:?}: nothing after {kind:?}")));
         }
-        let series = |reduce| {
-            Ok(Metric::Series {
-                reduce,
-                var: arg.clone(),
-            })
-        };
+        let series = |reduce| Ok(Metric::Series { reduce, var: arg.clone() });
         match kind.trim() {
             "max" => series(Reduce::Max),
             "min" => series(Reduce::Min),
@@ -277,10 +265,7 @@ impl Metric {
             Metric::Episode(name) => match sim {
                 Sim::Trading(t) => {
                     let m = serde_json::to_value(t.metrics()).unwrap_or(Value::Null);
-                    get_path(&m, name)
-                        .or_else(|| get_path(&m["strategy"], name))
-                        .cloned()
-                        .unwrap_or(Value::Null)
+                    get_path(&m, name).or_else(|| get_path(&m["strategy"], name)).cloned().unwrap_or(Value::Null)
                 }
                 _ => Value::Null,
             },
@@ -302,10 +287,8 @@ impl Metric {
 
 /// The summary of one metric's values over a cell's replicates.
 pub(crate) fn summarise(values: Vec<Value>) -> MetricSummary {
-    let nums: Vec<f64> = values
-        .iter()
-        .filter_map(|v| v.as_f64().or_else(|| v.as_bool().map(|b| f64::from(u8::from(b)))))
-        .collect();
+    let nums: Vec<f64> =
+        values.iter().filter_map(|v| v.as_f64().or_else(|| v.as_bool().map(|b| f64::from(u8::from(b))))).collect();
     let mut counts = BTreeMap::new();
     for v in values.iter().filter_map(Value::as_str) {
         *counts.entry(v.to_string()).or_insert(0) += 1;
@@ -316,13 +299,7 @@ pub(crate) fn summarise(values: Vec<Value>) -> MetricSummary {
         let var = nums.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1) as f64;
         var.sqrt()
     });
-    MetricSummary {
-        mean,
-        sd,
-        n: if n > 0 { n } else { counts.values().sum() },
-        values,
-        counts,
-    }
+    MetricSummary { mean, sd, n: if n > 0 { n } else { counts.values().sum() }, values, counts }
 }
 
 /// A summary per metric over a cell's runs; `runs[k]` holds replicate `k`'s values in the
@@ -336,10 +313,7 @@ pub(crate) fn summarise_runs(
         .iter()
         .enumerate()
         .map(|(i, (name, _))| {
-            let values = runs
-                .iter()
-                .map(|r| r.and_then(|r| r.get(i)).cloned().unwrap_or(Value::Null))
-                .collect();
+            let values = runs.iter().map(|r| r.and_then(|r| r.get(i)).cloned().unwrap_or(Value::Null)).collect();
             (name.clone(), summarise(values))
         })
         .collect()
@@ -399,10 +373,7 @@ pub(crate) fn effect_of(base: &[Outcome], cell: &[Outcome], i: usize, interval: 
 /// its difference without an interval; the reason says which.
 pub fn paired(diffs: &[f64], interval: IntervalKind, seed: u64) -> Effect {
     let n = diffs.len();
-    let mut effect = Effect {
-        n_pairs: n,
-        ..Effect::default()
-    };
+    let mut effect = Effect { n_pairs: n, ..Effect::default() };
     let why = |e: &mut Effect, reason: &str| {
         e.reason = Some(reason.to_string());
     };
@@ -457,9 +428,8 @@ pub fn paired(diffs: &[f64], interval: IntervalKind, seed: u64) -> Effect {
 fn bootstrap(diffs: &[f64], seed: u64) -> (f64, f64) {
     let mut rng = crate::engine::rng::Rng::seeded(seed);
     let n = diffs.len();
-    let mut means: Vec<f64> = (0..BOOTSTRAP_RESAMPLES)
-        .map(|_| (0..n).map(|_| diffs[rng.below(n)]).sum::<f64>() / n as f64)
-        .collect();
+    let mut means: Vec<f64> =
+        (0..BOOTSTRAP_RESAMPLES).map(|_| (0..n).map(|_| diffs[rng.below(n)]).sum::<f64>() / n as f64).collect();
     means.sort_by(f64::total_cmp);
     let at = |q: f64| {
         let pos = q * (means.len() - 1) as f64;
@@ -494,10 +464,7 @@ pub(crate) fn effects(
 /// Events back from stored log entries (`{type, data, node}`), for reducing a tree node's run;
 /// entries of a type this build does not know are skipped (no metric can name them).
 pub(crate) fn events_from_entries<'a>(entries: impl IntoIterator<Item = &'a str>) -> Vec<Event> {
-    entries
-        .into_iter()
-        .filter_map(|e| serde_json::from_str::<Event>(e).ok())
-        .collect()
+    entries.into_iter().filter_map(|e| serde_json::from_str::<Event>(e).ok()).collect()
 }
 
 /// What a sweep needs from the outside world.
@@ -536,23 +503,16 @@ pub async fn run(
     // A custom scene's Python hooks run on the same sandboxed workers as a model's code.
     let hooks = !abm
         && env.library.trading(&spec.scenario).is_none()
-        && fresh(env.library, &spec.scenario, spec.seed_of(0), None)?
-            .hook_source()
-            .is_some();
+        && fresh(env.library, &spec.scenario, spec.seed_of(0), None)?.hook_source().is_some();
     let pool = if abm || hooks {
         crate::abm::venv::ensure_venv(&env.root).map_err(|e| SweepError::Abm(e.to_string()))?;
         let config = WorkerConfig::for_root(&env.root).with_sandbox(env.sandbox);
-        Some(Arc::new(
-            WorkerPool::spawn(&config, env.parallel.max(1)).map_err(|e| SweepError::Abm(e.to_string()))?,
-        ))
+        Some(Arc::new(WorkerPool::spawn(&config, env.parallel.max(1)).map_err(|e| SweepError::Abm(e.to_string()))?))
     } else {
         None
     };
-    let market = if env.library.trading(&spec.scenario).is_some() {
-        Some(Arc::new(MarketData::load_default()?))
-    } else {
-        None
-    };
+    let market =
+        if env.library.trading(&spec.scenario).is_some() { Some(Arc::new(MarketData::load_default()?)) } else { None };
     let total = cells.len() as u64 * spec.replicates;
     let gate = Arc::new(tokio::sync::Semaphore::new(env.parallel.max(1)));
     let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -573,10 +533,7 @@ pub async fn run(
             let (ops, prefix, turns, gate) = (cell.ops.clone(), spec.prefix, spec.turns, gate.clone());
             let metrics = metrics.clone();
             tasks.spawn(async move {
-                let _permit = gate
-                    .acquire_owned()
-                    .await
-                    .map_err(|e| SweepError::Stopped(e.to_string()))?;
+                let _permit = gate.acquire_owned().await.map_err(|e| SweepError::Stopped(e.to_string()))?;
                 let mut events: Vec<Event> = Vec::new();
                 if prefix > 0 {
                     sim.run(prefix, &ctx, &mut Vec::new()).await?;
@@ -597,9 +554,7 @@ pub async fn run(
         progress(done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1, total);
     }
     let outcomes = |c: usize| -> Vec<Outcome> {
-        (0..spec.replicates)
-            .map(|k| results.get(&(c, k)).map_or(Outcome::Ended, |v| Outcome::Done(v)))
-            .collect()
+        (0..spec.replicates).map(|k| results.get(&(c, k)).map_or(Outcome::Ended, |v| Outcome::Done(v))).collect()
     };
     let base = outcomes(baseline);
     Ok(cells
@@ -613,9 +568,7 @@ pub async fn run(
                 effects: if c == baseline {
                     IndexMap::new()
                 } else {
-                    effects(&metrics, &base, &outcomes(c), spec.interval, |m| {
-                        bootstrap_seed(spec.seed, c, m)
-                    })
+                    effects(&metrics, &base, &outcomes(c), spec.interval, |m| bootstrap_seed(spec.seed, c, m))
                 },
             }
         })
@@ -628,11 +581,7 @@ pub fn table(results: &[CellResult]) -> String {
     let mut out = String::new();
     for r in results {
         let cell: Vec<String> = r.cell.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let cell = if cell.is_empty() {
-            "(base)".to_string()
-        } else {
-            cell.join(" ")
-        };
+        let cell = if cell.is_empty() { "(base)".to_string() } else { cell.join(" ") };
         let figures: Vec<String> = r
             .metrics
             .iter()
@@ -676,11 +625,7 @@ pub(crate) fn csv(spec: &SweepSpec, results: &[CellResult]) -> String {
             let seed = spec.seed_of(k as u64);
             let mut row: Vec<String> = r.cell.values().map(plain).collect();
             row.extend([k.to_string(), seed.to_string()]);
-            row.extend(
-                r.metrics
-                    .values()
-                    .map(|s| s.values.get(k).map(plain).unwrap_or_default()),
-            );
+            row.extend(r.metrics.values().map(|s| s.values.get(k).map(plain).unwrap_or_default()));
             out.push_str(&(row.join(",") + "\n"));
         }
     }
@@ -710,29 +655,17 @@ mod tests {
         assert_eq!(cells.len(), 6);
         assert_eq!(cells[1].labels["rate"], json!(0.1));
         assert_eq!(cells[1].labels["rec"], json!(2));
-        assert_eq!(
-            cells[5].ops[0],
-            Op::AbmSetGlobal {
-                name: "infectionRate".into(),
-                value: json!(0.2)
-            }
-        );
+        assert_eq!(cells[5].ops[0], Op::AbmSetGlobal { name: "infectionRate".into(), value: json!(0.2) });
     }
 
     #[test]
     fn bad_files_are_refused_with_the_place_at_fault() {
         let s = spec(json!([{"label": "x", "op": {"op": "fly"}, "field": "value", "values": [1]}]));
         assert!(s.cells().unwrap_err().to_string().starts_with("axes[0].op"));
-        let e = SweepSpec::parse(r#"{"scenario": "x", "turns": 1, "metrics": {}, "extra": 1}"#)
-            .unwrap_err()
-            .to_string();
+        let e =
+            SweepSpec::parse(r#"{"scenario": "x", "turns": 1, "metrics": {}, "extra": 1}"#).unwrap_err().to_string();
         assert!(e.contains("extra"), "{e}");
-        assert!(
-            Metric::parse("median:x")
-                .unwrap_err()
-                .to_string()
-                .contains("unknown kind")
-        );
+        assert!(Metric::parse("median:x").unwrap_err().to_string().contains("unknown kind"));
         let mut s = spec(json!([]));
         s.replicates = 0;
         assert!(s.cells().is_err());
@@ -760,31 +693,18 @@ mod tests {
         // baseline (neither a pair nor dropped).
         let base = [json!([10]), json!([20]), json!([30]), json!([40]), json!([50])];
         let cell = [json!([11]), json!([22]), json!([33]), json!([46])];
-        let b: Vec<Outcome> = base
-            .iter()
-            .map(|v| done(v.as_array().unwrap()))
-            .chain([Outcome::Pending])
-            .collect();
-        let c: Vec<Outcome> = cell
-            .iter()
-            .map(|v| done(v.as_array().unwrap()))
-            .chain([Outcome::Ended, done(&[])])
-            .collect();
+        let b: Vec<Outcome> = base.iter().map(|v| done(v.as_array().unwrap())).chain([Outcome::Pending]).collect();
+        let c: Vec<Outcome> =
+            cell.iter().map(|v| done(v.as_array().unwrap())).chain([Outcome::Ended, done(&[])]).collect();
         let e = effect_of(&b, &c, 0, IntervalKind::T, 0);
         // Differences 1, 2, 3, 6: mean 3; sd √(14/3); t(0.975, 3 df) = 3.182446305284263 (any
         // printed table), so the half-width is 3.182446305284263 × √(14/3) / 2.
         let sd = (14.0f64 / 3.0).sqrt();
         let half = 3.182446305284263 * sd / 2.0;
-        assert_eq!(
-            (e.mean_diff, e.n_pairs, e.dropped, e.reason.as_deref()),
-            (Some(3.0), 4, 1, None)
-        );
+        assert_eq!((e.mean_diff, e.n_pairs, e.dropped, e.reason.as_deref()), (Some(3.0), 4, 1, None));
         assert!((e.sd_diff.unwrap() - sd).abs() < 1e-12, "{e:?}");
         let [lo, hi] = e.ci95.unwrap();
-        assert!(
-            (lo - (3.0 - half)).abs() < 1e-9 && (hi - (3.0 + half)).abs() < 1e-9,
-            "{e:?}"
-        );
+        assert!((lo - (3.0 - half)).abs() < 1e-9 && (hi - (3.0 + half)).abs() < 1e-9, "{e:?}");
         assert!((hi - 6.437434881858908).abs() < 1e-9, "{e:?}");
     }
 
@@ -825,11 +745,7 @@ mod tests {
     fn the_bootstrap_interval_is_seeded_and_brackets_the_mean() {
         let diffs = [0.0, 0.1, 0.2, 0.1, 5.0, 0.3, 0.0, 0.2];
         let a = paired(&diffs, IntervalKind::Bootstrap, 7);
-        assert_eq!(
-            a,
-            paired(&diffs, IntervalKind::Bootstrap, 7),
-            "same seed, same interval"
-        );
+        assert_eq!(a, paired(&diffs, IntervalKind::Bootstrap, 7), "same seed, same interval");
         let [lo, hi] = a.ci95.unwrap();
         let mean = a.mean_diff.unwrap();
         assert!(0.0 <= lo && lo < mean && mean < hi && hi <= 5.0, "{a:?}");
@@ -854,12 +770,7 @@ mod tests {
         assert_eq!(s.baseline_index(&cells).unwrap(), 2, "1.0 is the value 1");
         for bad in [json!(3), json!({"rate": 0.5}), json!({"rate": 0.1, "other": 1})] {
             s.baseline = serde_json::from_value(bad).unwrap();
-            assert!(
-                s.baseline_index(&cells)
-                    .unwrap_err()
-                    .to_string()
-                    .starts_with("baseline")
-            );
+            assert!(s.baseline_index(&cells).unwrap_err().to_string().starts_with("baseline"));
         }
     }
 }

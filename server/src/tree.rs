@@ -219,9 +219,7 @@ impl SimTree {
             None => match (self.node(id)?.parent, self.node(id)?.status) {
                 (Some(p), NodeStatus::Interrupted | NodeStatus::Failed) => (self.sim(p)?, 0),
                 _ => {
-                    return Err(TreeError::Store(format!(
-                        "the state of node {id} is missing from the store"
-                    )));
+                    return Err(TreeError::Store(format!("the state of node {id} is missing from the store")));
                 }
             },
         };
@@ -354,11 +352,7 @@ impl SimTree {
                     cost: 0,
                     used: 0,
                     log: Arc::new(NodeLog::unloaded()),
-                    status: if r.status.is_running() {
-                        NodeStatus::Interrupted
-                    } else {
-                        r.status
-                    },
+                    status: if r.status.is_running() { NodeStatus::Interrupted } else { r.status },
                     error: r.error,
                     records: r.records,
                 },
@@ -424,11 +418,7 @@ impl SimTree {
             Some(s) => s.turns(),
             None => self.nodes.get(&parent).map_or(0, |p| p.turns),
         };
-        let status = if sim.is_some() {
-            NodeStatus::Done
-        } else {
-            NodeStatus::Running
-        };
+        let status = if sim.is_some() { NodeStatus::Done } else { NodeStatus::Running };
         let node = Node {
             id,
             parent: Some(parent),
@@ -589,11 +579,7 @@ impl SimTree {
     /// Ends a run without a simulator of its own as `status` (failed, cancelled): the node keeps
     /// its parent's state. Returns false when the node was deleted meanwhile.
     pub(crate) fn end_without_sim(&mut self, id: NodeId, status: NodeStatus, error: Option<String>) -> bool {
-        let parent_sim = self
-            .nodes
-            .get(&id)
-            .and_then(|n| n.parent)
-            .and_then(|p| self.sim(p).ok());
+        let parent_sim = self.nodes.get(&id).and_then(|n| n.parent).and_then(|p| self.sim(p).ok());
         let Some(node) = self.nodes.get_mut(&id) else {
             return false;
         };
@@ -641,10 +627,7 @@ impl SimTree {
         let mut sim = self.sim(parent)?.fork();
         let mut events = Vec::new();
         for (i, op) in ops.iter().enumerate() {
-            events.extend(
-                sim.apply_op(op)
-                    .map_err(|e| TreeError::InvalidOp(format!("{at}ops[{i}]: {e}")))?,
-            );
+            events.extend(sim.apply_op(op).map_err(|e| TreeError::InvalidOp(format!("{at}ops[{i}]: {e}")))?);
         }
         Ok((sim, events))
     }
@@ -654,10 +637,7 @@ impl SimTree {
     fn attach_branch(&mut self, parent: NodeId, ops: Vec<Op>, sim: Sim, events: &[Event]) -> Result<NodeId, TreeError> {
         let id = self.next_free_id()?;
         let what_if = Event::of(&simtree_shared::Counterfactual { ops: ops.clone() });
-        let entries: Vec<String> = std::iter::once(&what_if)
-            .chain(events)
-            .map(|e| entry_json(e, id))
-            .collect();
+        let entries: Vec<String> = std::iter::once(&what_if).chain(events).map(|e| entry_json(e, id)).collect();
         let log = NodeLog::from_entries(entries.iter().map(String::as_str));
         self.attach(parent, ops, Some(Arc::new(sim)), log)
     }
@@ -716,22 +696,12 @@ impl SimTree {
     pub(crate) fn lca(&self, a: NodeId, b: NodeId) -> Result<NodeId, TreeError> {
         let pa = self.path(a)?;
         let pb = self.path(b)?;
-        Ok(pa
-            .iter()
-            .zip(&pb)
-            .take_while(|(x, y)| x == y)
-            .map(|(x, _)| *x)
-            .last()
-            .unwrap_or(0))
+        Ok(pa.iter().zip(&pb).take_while(|(x, y)| x == y).map(|(x, _)| *x).last().unwrap_or(0))
     }
 
     /// Nodes without children, ascending.
     pub fn leaves(&self) -> Vec<NodeId> {
-        self.nodes
-            .values()
-            .filter(|n| n.children.is_empty())
-            .map(|n| n.id)
-            .collect()
+        self.nodes.values().filter(|n| n.children.is_empty()).map(|n| n.id).collect()
     }
 
     pub(crate) fn max_depth(&self) -> u32 {
@@ -768,44 +738,22 @@ impl SimTree {
     }
 
     pub(crate) fn running(&self) -> Vec<NodeId> {
-        self.nodes
-            .values()
-            .filter(|n| n.status == NodeStatus::Running)
-            .map(|n| n.id)
-            .collect()
+        self.nodes.values().filter(|n| n.status == NodeStatus::Running).map(|n| n.id).collect()
     }
 
     pub(crate) fn graph(&self) -> Graph {
-        let nodes = self
-            .nodes
-            .values()
-            .map(|n| GraphNode {
-                id: n.id,
-                depth: n.depth,
-                status: n.status,
-            })
-            .collect();
+        let nodes = self.nodes.values().map(|n| GraphNode { id: n.id, depth: n.depth, status: n.status }).collect();
         let edges = self
             .nodes
             .values()
             .flat_map(|n| {
                 n.children.iter().filter_map(|c| {
                     let child = self.nodes.get(c)?;
-                    Some(GraphEdge {
-                        from: n.id,
-                        to: *c,
-                        kind: child.edge_type,
-                    })
+                    Some(GraphEdge { from: n.id, to: *c, kind: child.edge_type })
                 })
             })
             .collect();
-        Graph {
-            root: 0,
-            frontier: self.frontier(true),
-            running: self.running(),
-            nodes,
-            edges,
-        }
+        Graph { root: 0, frontier: self.frontier(true), running: self.running(), nodes, edges }
     }
 
     pub(crate) fn summaries(&self) -> Vec<Summary> {
@@ -819,11 +767,7 @@ impl SimTree {
                     .children
                     .iter()
                     .filter_map(|c| self.nodes.get(c))
-                    .map(|c| SummaryEdge {
-                        to: c.id,
-                        kind: c.edge_type,
-                        ops: c.ops.clone(),
-                    })
+                    .map(|c| SummaryEdge { to: c.id, kind: c.edge_type, ops: c.ops.clone() })
                     .collect(),
             })
             .collect()
@@ -847,11 +791,7 @@ impl SimTree {
     /// records, so that its usage counts with the node's (the replay of the node's own advance
     /// keys calls by their prompt, so it is unaffected).
     pub(crate) fn record_call(&mut self, id: NodeId, record: LlmRecord) -> Result<(), TreeError> {
-        self.nodes
-            .get_mut(&id)
-            .ok_or(TreeError::NodeNotFound(id))?
-            .records
-            .push(record);
+        self.nodes.get_mut(&id).ok_or(TreeError::NodeNotFound(id))?.records.push(record);
         Ok(())
     }
 
@@ -886,20 +826,14 @@ impl SimTree {
                 noted: a.note.is_some(),
             })
             .collect();
-        NotedGraph {
-            graph: self.graph(),
-            marks,
-        }
+        NotedGraph { graph: self.graph(), marks }
     }
 
     /// `GET …/summaries`: each node's summary with its annotation.
     pub(crate) fn noted_summaries(&self) -> Vec<NotedSummary> {
         self.summaries()
             .into_iter()
-            .map(|summary| NotedSummary {
-                annotation: self.notes.get(&summary.id).cloned(),
-                summary,
-            })
+            .map(|summary| NotedSummary { annotation: self.notes.get(&summary.id).cloned(), summary })
             .collect()
     }
 

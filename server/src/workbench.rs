@@ -165,9 +165,7 @@ pub struct Workbench {
 
 impl Workbench {
     pub fn new(scenarios: ScenarioLibrary, backend: Backend, limits: Limits) -> Self {
-        Workbench {
-            core: Arc::new(Core::new(scenarios, backend, limits)),
-        }
+        Workbench { core: Arc::new(Core::new(scenarios, backend, limits)) }
     }
 
     /// Sets the workbench up (assets, store, job queue, prices, sandbox) before it is shared: a
@@ -460,9 +458,7 @@ impl Core {
     /// Takes market data and the ABM worker's root (its venv and script) from `assets` (`serve
     /// --assets`), instead of the default assets folder.
     pub(crate) fn use_assets(&mut self, assets: &std::path::Path) {
-        self.market = MarketData::load_dir(&assets.join("data").join("market"))
-            .ok()
-            .map(Arc::new);
+        self.market = MarketData::load_dir(&assets.join("data").join("market")).ok().map(Arc::new);
         self.root = assets.join("..");
     }
 
@@ -482,9 +478,7 @@ impl Core {
                 crate::abm::venv::ensure_venv(&self.root).map_err(|e| Arc::new(AbmStartError::Venv(e)))?;
                 let config = WorkerConfig::for_root(&self.root).with_sandbox(self.abm_sandbox);
                 let size = self.abm_pool_size.load(std::sync::atomic::Ordering::SeqCst);
-                WorkerPool::spawn(&config, size)
-                    .map(Arc::new)
-                    .map_err(|e| Arc::new(AbmStartError::Spawn(e)))
+                WorkerPool::spawn(&config, size).map(Arc::new).map_err(|e| Arc::new(AbmStartError::Spawn(e)))
             })
             .clone()
             .map_err(WorkbenchError::AbmUnavailable)
@@ -560,12 +554,7 @@ impl Core {
         let kind = tree.sim(0)?.sim_kind();
         let now = crate::store::now_ms();
         let name = name.unwrap_or_else(|| tree.scenario.clone());
-        let meta = Meta {
-            name,
-            description: None,
-            created: now,
-            last_activity: now,
-        };
+        let meta = Meta { name, description: None, created: now, last_activity: now };
         let handle = Arc::new(self.handle(id, tree, kind, meta, budget));
         self.persist_tree(&handle)?;
         self.trees.insert_open(handle);
@@ -592,10 +581,7 @@ impl Trees<'_> {
         offline: Option<Offline>,
     ) -> Result<TreeRef, WorkbenchError> {
         let entry = ScenarioEntry::find(&self.scenarios, scenario)?;
-        let setup = TreeSetup {
-            offline,
-            ..TreeSetup::default()
-        };
+        let setup = TreeSetup { offline, ..TreeSetup::default() };
         self.create_from_entry(entry, scenario, None, None, None, seed, budget, setup)
     }
 
@@ -627,15 +613,9 @@ impl Trees<'_> {
                             .ok_or_else(|| {
                                 WorkbenchError::NamedInBody(Box::new(Missing::SavedScenario(id.to_string()).into()))
                             })?;
-                        let origin = SavedRef {
-                            id: id.to_string(),
-                            version: saved.version,
-                        };
+                        let origin = SavedRef { id: id.to_string(), version: saved.version };
                         let user = UserScenario::from_document(id, &saved.document).map_err(|source| {
-                            WorkbenchError::SavedScenarioInvalid {
-                                origin: origin.clone(),
-                                source,
-                            }
+                            WorkbenchError::SavedScenarioInvalid { origin: origin.clone(), source }
                         })?;
                         let doc = Arc::new(saved.document);
                         return self.create_from_entry(
@@ -702,10 +682,7 @@ impl Core {
 impl Scenarios<'_> {
     /// `GET /api/scenarios`: the shipped scenarios, then the saved ones by id.
     pub(crate) fn scenario_list(&self) -> Vec<ScenarioSummary> {
-        ScenarioEntry::all(&self.scenarios)
-            .map(|e| e.summary())
-            .chain(self.library.list())
-            .collect()
+        ScenarioEntry::all(&self.scenarios).map(|e| e.summary()).chain(self.library.list()).collect()
     }
 
     /// `GET /api/scenarios/{id}` (`id@version`, or `version`): a shipped or saved document.
@@ -719,17 +696,11 @@ impl Scenarios<'_> {
         };
         if let Ok(entry) = ScenarioEntry::find(&self.scenarios, id) {
             if let Some(v) = version.filter(|v| *v != 1) {
-                return Err(Missing::ShippedVersion {
-                    id: id.to_string(),
-                    version: v,
-                }
-                .into());
+                return Err(Missing::ShippedVersion { id: id.to_string(), version: v }.into());
             }
             return Ok(library::shipped_document(entry));
         }
-        self.library
-            .get(id, version)?
-            .ok_or_else(|| Missing::Scenario(id.to_string()).into())
+        self.library.get(id, version)?.ok_or_else(|| Missing::Scenario(id.to_string()).into())
     }
 }
 
@@ -739,9 +710,7 @@ impl Core {
     fn check_saved(&self, user: &UserScenario) -> Result<(), WorkbenchError> {
         if let UserScenario::Trading(t) = user {
             let market = self.market_for(t.episode.dataset.as_deref())?;
-            ScenarioEntry::from(user)
-                .instantiate(None, market.as_ref())
-                .map_err(WorkbenchError::DoesNotBuild)?;
+            ScenarioEntry::from(user).instantiate(None, market.as_ref()).map_err(WorkbenchError::DoesNotBuild)?;
         }
         Ok(())
     }
@@ -756,15 +725,13 @@ impl Scenarios<'_> {
     /// `POST /api/scenarios`.
     pub(crate) fn save_scenario(&self, name: &str, document: &serde_json::Value) -> Result<SavedRef, WorkbenchError> {
         self.writable()?;
-        self.library
-            .save(&self.scenarios, name, document, &|u| self.check_saved(u))
+        self.library.save(&self.scenarios, name, document, &|u| self.check_saved(u))
     }
 
     /// `PUT /api/scenarios/{id}`.
     pub(crate) fn update_scenario(&self, id: &str, document: &serde_json::Value) -> Result<SavedRef, WorkbenchError> {
         self.writable()?;
-        self.library
-            .update(&self.scenarios, id, document, &|u| self.check_saved(u))
+        self.library.update(&self.scenarios, id, document, &|u| self.check_saved(u))
     }
 
     /// `DELETE /api/scenarios/{id}`.
@@ -874,14 +841,7 @@ impl Core {
         if let Some(log) = log {
             stream = stream.paced_by(log);
         }
-        let req = RunRequest {
-            scenario: &scenario,
-            sim,
-            replay,
-            budget,
-            abm,
-            watch: Watch::new(Arc::new(stream)),
-        };
+        let req = RunRequest { scenario: &scenario, sim, replay, budget, abm, watch: Watch::new(Arc::new(stream)) };
         crate::backend::run_ctx_with(&self.backend, req, ledger)
     }
 
@@ -903,11 +863,7 @@ impl Core {
     async fn wait(run: tokio::task::JoinHandle<RunResult>) -> Result<RunResult, WorkbenchError> {
         let result = run.await.map_err(|_| WorkbenchError::ShuttingDown)?;
         if let Some(cause) = &result.unstored {
-            return Err(WorkbenchError::Removed {
-                what: "node",
-                node: result.node,
-                cause: cause.clone(),
-            });
+            return Err(WorkbenchError::Removed { what: "node", node: result.node, cause: cause.clone() });
         }
         if result.deleted {
             return Err(WorkbenchError::DeletedWhileRunning(result.node));
@@ -950,11 +906,7 @@ impl Runs<'_> {
             let replay = self.backend.replay_of(&from, records);
             // The node's own seed when it ran with one its parent does not hold (a fan-out child,
             // a sweep's or an exploration's replicate): a re-run draws the same random streams.
-            let seed = t
-                .sim(node)
-                .ok()
-                .and_then(|s| s.seed())
-                .filter(|&s| Some(s) != from.seed());
+            let seed = t.sim(node).ok().and_then(|s| s.seed()).filter(|&s| Some(s) != from.seed());
             (parent, turns, replay, seed)
         };
         self.check_turns(turns)?;
@@ -964,11 +916,9 @@ impl Runs<'_> {
         }
         let result = Core::wait(self.spawn(&handle, pending)).await?;
         match &result.error {
-            Some(e) if result.status == NodeStatus::Failed => Err(WorkbenchError::ReplayFailed {
-                node,
-                new: result.node,
-                error: e.clone(),
-            }),
+            Some(e) if result.status == NodeStatus::Failed => {
+                Err(WorkbenchError::ReplayFailed { node, new: result.node, error: e.clone() })
+            }
             _ => Ok(result),
         }
     }
@@ -1059,12 +1009,8 @@ impl Runs<'_> {
         let mut first: Option<Vec<Event>> = None;
         for &n in nodes {
             // Each entry read back as its event (kind and data): the node it names aside.
-            let Ok(own) = t
-                .log(n)?
-                .entries()
-                .iter()
-                .map(|e| serde_json::from_str::<Event>(e))
-                .collect::<Result<Vec<Event>, _>>()
+            let Ok(own) =
+                t.log(n)?.entries().iter().map(|e| serde_json::from_str::<Event>(e)).collect::<Result<Vec<Event>, _>>()
             else {
                 return Ok(false);
             };
@@ -1090,8 +1036,7 @@ impl Runs<'_> {
         self.check_count(count)?;
         let handle = self.tree(tree)?;
         handle.lock().node(parent)?;
-        self.fan_out(&handle, &vec![parent; count as usize], turns, !same_seed)
-            .await
+        self.fan_out(&handle, &vec![parent; count as usize], turns, !same_seed).await
     }
 
     pub(crate) async fn advance_frontier(
@@ -1142,11 +1087,7 @@ impl Runs<'_> {
         // Acknowledged only once stored; otherwise the branch leaves the tree again.
         if let Err(e) = stored.and_then(|()| handle.flush()) {
             handle.roll_back(id);
-            return Err(WorkbenchError::Removed {
-                what: "branch",
-                node: id,
-                cause: e.to_string(),
-            });
+            return Err(WorkbenchError::Removed { what: "branch", node: id, cause: e.to_string() });
         }
         Ok(id)
     }
@@ -1201,10 +1142,7 @@ impl Trees<'_> {
             }
             store
                 .commit_or_nothing(vec![crate::store::Write::DeleteTree { tree }])
-                .map_err(|source| WorkbenchError::NotStored {
-                    what: "deletion",
-                    source,
-                })?;
+                .map_err(|source| WorkbenchError::NotStored { what: "deletion", source })?;
         }
         match self.trees.remove(tree) {
             Some(trees::Found::Open(handle)) => {
@@ -1350,12 +1288,7 @@ impl Progress {
     const EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
     fn new(node: NodeId, total: u64) -> Progress {
-        Progress {
-            node,
-            total,
-            done: 0,
-            last: None,
-        }
+        Progress { node, total, done: 0, last: None }
     }
 
     fn observe(&mut self, e: &Event) -> Option<TreeMsg> {
@@ -1372,11 +1305,7 @@ impl Progress {
             return None;
         }
         self.last = Some(std::time::Instant::now());
-        Some(TreeMsg::RunProgress {
-            node: self.node,
-            done: self.done,
-            total: self.total,
-        })
+        Some(TreeMsg::RunProgress { node: self.node, done: self.done, total: self.total })
     }
 }
 

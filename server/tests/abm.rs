@@ -23,12 +23,7 @@ fn config(limits: WorkerLimits) -> Option<WorkerConfig> {
         return None;
     }
     let python = ensure_venv(&root()).expect("the ABM venv can be created");
-    Some(WorkerConfig {
-        python,
-        script: root().join("assets/python/abm_worker.py"),
-        limits,
-        sandbox: Sandbox::Bwrap,
-    })
+    Some(WorkerConfig { python, script: root().join("assets/python/abm_worker.py"), limits, sandbox: Sandbox::Bwrap })
 }
 
 fn worker() -> Option<AbmWorker> {
@@ -66,11 +61,7 @@ fn an_imported_model_that_cannot_be_rebuilt_is_refused_with_the_reason() {
     let unknown: Patch =
         serde_json::from_value(json!({"target": "globalVariable", "name": "nope", "value": 1})).unwrap();
     assert_eq!(
-        refused(&|a| a.history.push(Advance {
-            patches: vec![unknown.clone()],
-            reseed: None,
-            steps: 1
-        })),
+        refused(&|a| a.history.push(Advance { patches: vec![unknown.clone()], reseed: None, steps: 1 })),
         "history[0]: the model declares no global variable 'nope'"
     );
     // A pending patch (a branch not yet run) is checked too, with or without a history.
@@ -79,15 +70,8 @@ fn an_imported_model_that_cannot_be_rebuilt_is_refused_with_the_reason() {
         "pending[0]: the model declares no global variable 'nope'"
     );
     assert_eq!(
-        refused(&|a| a.history.push(Advance {
-            patches: vec![],
-            reseed: None,
-            steps: MAX_REBUILD_STEPS + 1
-        })),
-        format!(
-            "the history replays {} steps; at most {MAX_REBUILD_STEPS} can be rebuilt",
-            MAX_REBUILD_STEPS + 1
-        )
+        refused(&|a| a.history.push(Advance { patches: vec![], reseed: None, steps: MAX_REBUILD_STEPS + 1 })),
+        format!("the history replays {} steps; at most {MAX_REBUILD_STEPS} can be rebuilt", MAX_REBUILD_STEPS + 1)
     );
     assert_eq!(
         refused(&|a| a.steps = 3),
@@ -118,10 +102,7 @@ fn sir_runs_to_termination() {
             + value(r, "globalVariable.infectedCount")
             + value(r, "globalVariable.recoveredCount");
         assert_eq!(total, 1000, "step {}", r.step);
-        assert_eq!(
-            r.values["agent.Person.agentAttribute.status"].as_array().unwrap().len(),
-            1000
-        );
+        assert_eq!(r.values["agent.Person.agentAttribute.status"].as_array().unwrap().len(), 1000);
     }
     let last = report.records.last().unwrap();
     assert_eq!(value(last, "globalVariable.infectedCount"), 0);
@@ -146,10 +127,7 @@ fn branches_from_a_snapshot_diverge_and_an_unchanged_one_reproduces_the_original
     let mut run = |rate: Option<f64>| {
         let b = w.restore(&snap).unwrap();
         if let Some(rate) = rate {
-            let p = Patch::GlobalVariable {
-                name: "infectionRate".into(),
-                value: json!(rate),
-            };
+            let p = Patch::GlobalVariable { name: "infectionRate".into(), value: json!(rate) };
             p.check(&model).unwrap();
             assert_eq!(w.set(b, &p).unwrap(), 1);
         }
@@ -160,19 +138,11 @@ fn branches_from_a_snapshot_diverge_and_an_unchanged_one_reproduces_the_original
     let low = run(Some(0.02));
     let high = run(Some(0.15));
     let same = run(None);
-    assert_eq!(
-        same.records, original.records,
-        "unchanged branch reproduces the run exactly"
-    );
+    assert_eq!(same.records, original.records, "unchanged branch reproduces the run exactly");
     assert_eq!(same.steps, original.steps);
     let recovered = |r: &simtree::abm::StepReport| value(r.records.last().unwrap(), "globalVariable.recoveredCount");
     assert_ne!(low.records, high.records);
-    assert!(
-        recovered(&low) + 50 < recovered(&high),
-        "low {} vs high {}",
-        recovered(&low),
-        recovered(&high)
-    );
+    assert!(recovered(&low) + 50 < recovered(&high), "low {} vs high {}", recovered(&low), recovered(&high));
 
     // The snapshot continues the same way in another process.
     let mut other = worker().unwrap();
@@ -205,15 +175,9 @@ fn grid_and_spaceless_examples_run() {
     assert_eq!(fire.info.agents["Tree"], 960, "40 x 40 x 0.6");
     assert!(fire.initial["globalVariable.burningCount"].as_i64().unwrap() > 10);
     let r = w.step(fire.id, 1000).unwrap();
-    assert_eq!(
-        r.terminated.unwrap().source_name.as_deref(),
-        Some("globalVariable.burningCount")
-    );
+    assert_eq!(r.terminated.unwrap().source_name.as_deref(), Some("globalVariable.burningCount"));
     let last = r.records.last().unwrap();
-    assert_eq!(
-        value(last, "globalVariable.fineCount") + value(last, "globalVariable.burnedCount"),
-        960
-    );
+    assert_eq!(value(last, "globalVariable.fineCount") + value(last, "globalVariable.burnedCount"), 960);
 
     let wealth = w.load(&example("wealth_exchange.json"), 3).unwrap();
     assert_eq!(wealth.initial["globalVariable.gini"], 0.0);
@@ -222,10 +186,7 @@ fn grid_and_spaceless_examples_run() {
     assert_eq!(r.steps, 300);
     let last = r.records.last().unwrap();
     assert!(last.values["globalVariable.gini"].as_f64().unwrap() > 0.3, "{last:?}");
-    assert_eq!(
-        last.values["agent.Trader.agentAttribute.wealth"], 1.0,
-        "money is conserved"
-    );
+    assert_eq!(last.values["agent.Trader.agentAttribute.wealth"], 1.0, "money is conserved");
 }
 
 #[test]
@@ -259,16 +220,10 @@ fn agent_and_environment_patches_reach_the_model() {
     let r = w.step(id2, 1).unwrap();
     assert!(value(&r.records[0], "globalVariable.burnedCount") == 1);
     // Environment attribute and unknown names.
-    let env = Patch::EnvironmentAttribute {
-        name: "density".into(),
-        value: json!(0.9),
-    };
+    let env = Patch::EnvironmentAttribute { name: "density".into(), value: json!(0.9) };
     assert_eq!(w.set(id2, &env).unwrap(), 1);
     assert_eq!(w.info(id2).unwrap().environment_attributes["density"], 0.9);
-    let bad = Patch::GlobalVariable {
-        name: "nope".into(),
-        value: json!(1),
-    };
+    let bad = Patch::GlobalVariable { name: "nope".into(), value: json!(1) };
     let e = w.set(id2, &bad).unwrap_err();
     assert!(matches!(&e, AbmError::BadRequest(m) if m.contains("nope")), "{e}");
     // A refused patch does not spoil the model.
@@ -295,9 +250,7 @@ fn model_code_errors_are_reported_with_their_source() {
     let model = tiny_model("def act(self):\n    x = 1\n    return self.energy / (self.energy - 1)");
     let id = w.load(&model, 1).unwrap().id;
     let e = w.step(id, 1).unwrap_err();
-    let AbmError::ModelCode { message, traceback } = &e else {
-        panic!("{e}")
-    };
+    let AbmError::ModelCode { message, traceback } = &e else { panic!("{e}") };
     assert!(message.contains("ZeroDivisionError"), "{message}");
     let tb = traceback.as_deref().unwrap_or_default();
     assert!(tb.contains("agent.Blob.agentBehavior.act, line 3"), "{tb}");
@@ -307,21 +260,14 @@ fn model_code_errors_are_reported_with_their_source() {
     // A syntax error fails the load and names the element.
     let broken = tiny_model("def act(self)\n    pass");
     let e = w.load(&broken, 1).unwrap_err().to_string();
-    assert!(
-        e.contains("agent.Blob.agentBehavior.act") && e.contains("syntax"),
-        "{e}"
-    );
+    assert!(e.contains("agent.Blob.agentBehavior.act") && e.contains("syntax"), "{e}");
 }
 
 #[test]
 fn limits_stop_runaway_models_and_spare_the_others() {
     // A generous wall-clock timeout: on a busy machine CPU time accrues slower than wall time,
     // and this test is about the CPU and memory limits firing first.
-    let limits = WorkerLimits {
-        call_timeout: Duration::from_secs(60),
-        cpu_seconds_per_call: 2,
-        memory_bytes: 1 << 30,
-    };
+    let limits = WorkerLimits { call_timeout: Duration::from_secs(60), cpu_seconds_per_call: 2, memory_bytes: 1 << 30 };
     let Some(cfg) = config(limits) else { return };
     let mut w = AbmWorker::spawn(cfg.clone()).unwrap();
     let sir = example("sir_network.json");
@@ -361,11 +307,7 @@ fn limits_stop_runaway_models_and_spare_the_others() {
 
 #[test]
 fn a_hung_or_crashed_worker_is_restarted_without_losing_snapshots() {
-    let limits = WorkerLimits {
-        call_timeout: Duration::from_secs(3),
-        cpu_seconds_per_call: 2,
-        memory_bytes: 1 << 30,
-    };
+    let limits = WorkerLimits { call_timeout: Duration::from_secs(3), cpu_seconds_per_call: 2, memory_bytes: 1 << 30 };
     let Some(cfg) = config(limits) else { return };
     let mut w = AbmWorker::spawn(cfg).unwrap();
     let sir = example("sir_network.json");
@@ -417,11 +359,7 @@ fn the_pool_runs_replicates_in_parallel_with_distinct_seeds() {
         w.step(id, 20).unwrap();
         w.snapshot(id).unwrap()
     });
-    let plan = Advance {
-        patches: vec![],
-        reseed: None,
-        steps: 10_000,
-    };
+    let plan = Advance { patches: vec![], reseed: None, steps: 10_000 };
     let seeds = [1, 2, 3, 1];
     let results: Vec<_> = pool
         .replicates(Start::Snapshot(&snap), &plan, &seeds)
@@ -437,30 +375,18 @@ fn the_pool_runs_replicates_in_parallel_with_distinct_seeds() {
     assert_ne!(results[1].report.records, results[2].report.records);
     for r in &results {
         assert!(r.report.steps > 20);
-        assert_eq!(
-            r.before["globalVariable.infectedCount"],
-            results[0].before["globalVariable.infectedCount"]
-        );
+        assert_eq!(r.before["globalVariable.infectedCount"], results[0].before["globalVariable.infectedCount"]);
     }
     // From the specification: each replicate is built with its seed.
-    let fresh = pool.replicates(
-        Start::Spec { model: &sir, seed: 0 },
-        &Advance {
-            steps: 5,
-            ..Advance::default()
-        },
-        &[8, 9],
-    );
+    let fresh =
+        pool.replicates(Start::Spec { model: &sir, seed: 0 }, &Advance { steps: 5, ..Advance::default() }, &[8, 9]);
     let fresh: Vec<_> = fresh.into_iter().map(Result::unwrap).collect();
     assert_ne!(fresh[0].report.records, fresh[1].report.records);
     // A patched plan applies to every replicate.
     let patched = pool.replicates(
         Start::Snapshot(&snap),
         &Advance {
-            patches: vec![Patch::GlobalVariable {
-                name: "recoveryRate".into(),
-                value: json!(1.0),
-            }],
+            patches: vec![Patch::GlobalVariable { name: "recoveryRate".into(), value: json!(1.0) }],
             reseed: None,
             steps: 1,
         },
@@ -478,23 +404,13 @@ fn the_run_command_prints_steps_as_text_and_json_lines() {
     let Some(cfg) = config(WorkerLimits::default()) else {
         return;
     };
-    let options = RunOptions {
-        steps: 30,
-        seed: 4,
-        json: true,
-        root: root(),
-        limits: cfg.limits.clone(),
-        sandbox: cfg.sandbox,
-    };
+    let options =
+        RunOptions { steps: 30, seed: 4, json: true, root: root(), limits: cfg.limits.clone(), sandbox: cfg.sandbox };
     let path = root().join("assets/abm/wealth_exchange.json");
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let summary = run_file(&path, &options, &mut out, &mut err).unwrap();
     assert_eq!(summary.steps, 30);
-    let lines: Vec<Value> = String::from_utf8(out)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines: Vec<Value> = String::from_utf8(out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 32, "start, 30 steps, end");
     assert_eq!(lines[0]["type"], "start");
     assert_eq!(lines[1]["type"], "step");
@@ -502,19 +418,9 @@ fn the_run_command_prints_steps_as_text_and_json_lines() {
     assert!(lines[30]["data"]["values"]["globalVariable.gini"].is_number());
     assert_eq!(lines[31]["type"], "end");
 
-    let text_options = RunOptions {
-        json: false,
-        steps: 500,
-        ..options
-    };
+    let text_options = RunOptions { json: false, steps: 500, ..options };
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let summary = run_file(
-        &root().join("assets/abm/sir_network.json"),
-        &text_options,
-        &mut out,
-        &mut err,
-    )
-    .unwrap();
+    let summary = run_file(&root().join("assets/abm/sir_network.json"), &text_options, &mut out, &mut err).unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(text.contains("1000 Person on a network topology, seed 4"), "{text}");
     assert!(text.contains("stopped after step"), "{text}");
@@ -592,10 +498,7 @@ fn model_code_sees_no_secrets_files_network_or_host_processes() {
     let mut w = AbmWorker::spawn(cfg).unwrap();
     let id = w.load(&model, 1).unwrap().id;
     let report = w.step(id, 1).unwrap();
-    let seen = report.records[0].values["globalVariable.seen"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let seen = report.records[0].values["globalVariable.seen"].as_str().unwrap().to_string();
     eprintln!("model code saw: {seen}");
     // The test process's environment (cargo sets CARGO_*) reaches neither the worker nor the
     // sandbox's PID 1.
@@ -613,14 +516,8 @@ fn model_code_sees_no_secrets_files_network_or_host_processes() {
     assert!(seen.contains(&checkout), "no checkout: {seen}");
     // Home is absent, or shows only the way to a pyenv interpreter's (read-only) prefix.
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
-    assert!(
-        seen.contains(&format!("{home}!")) || seen.contains(&format!("{home}=['.pyenv']")),
-        "no home: {seen}"
-    );
-    assert!(
-        seen.contains("connect!PermissionError"),
-        "no network (the socket itself is refused): {seen}"
-    );
+    assert!(seen.contains(&format!("{home}!")) || seen.contains(&format!("{home}=['.pyenv']")), "no home: {seen}");
+    assert!(seen.contains("connect!PermissionError"), "no network (the socket itself is refused): {seen}");
     assert!(listener.accept().is_err(), "no connection reached the host");
     assert!(!outside.exists(), "nothing written to the host's /tmp");
     // Its own PID namespace: bwrap's init and the worker, nothing of the host.
@@ -629,10 +526,7 @@ fn model_code_sees_no_secrets_files_network_or_host_processes() {
 
 #[test]
 fn a_fork_is_refused_and_a_runaway_call_dies_with_its_sandbox() {
-    let limits = WorkerLimits {
-        call_timeout: Duration::from_secs(3),
-        ..WorkerLimits::default()
-    };
+    let limits = WorkerLimits { call_timeout: Duration::from_secs(3), ..WorkerLimits::default() };
     let Some(cfg) = config(limits) else { return };
     let mut w = AbmWorker::spawn(cfg).unwrap();
     // Model code may not start processes: the fork fails in the model, nothing is left behind
@@ -669,16 +563,7 @@ fn a_cancelled_call_frees_its_worker_within_a_second() {
     let (p, t) = (pool.clone(), token.clone());
     let call = std::thread::spawn(move || {
         p.with_worker_cancellable(&t, |w| {
-            w.advance(
-                Start::Spec {
-                    model: &sleeper,
-                    seed: 1,
-                },
-                &Advance {
-                    steps: 1,
-                    ..Advance::default()
-                },
-            )
+            w.advance(Start::Spec { model: &sleeper, seed: 1 }, &Advance { steps: 1, ..Advance::default() })
         })
     });
     // Wait until the call holds the worker, and a bit more so that it is inside model code.
@@ -722,10 +607,7 @@ fn a_node_rebuilt_from_its_history_continues_exactly_like_the_original() {
         tools: std::sync::Arc::new(simtree::trading::agents::MockToolModel),
         abm: Some(pool),
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let run = |sim: &mut Sim, steps: u64| -> Vec<Event> {
         let mut events = Vec::new();
         let mut sink = |e: Event| events.push(e);
@@ -735,11 +617,7 @@ fn a_node_rebuilt_from_its_history_continues_exactly_like_the_original() {
     // A history with every kind of advance: plain steps, a patch, and a replicate's reseed.
     let mut sim = Sim::Abm(AbmSim::new(example("sir_network.json"), 5));
     run(&mut sim, 8);
-    sim.apply_op(&Op::AbmSetGlobal {
-        name: "infectionRate".into(),
-        value: json!(0.2),
-    })
-    .unwrap();
+    sim.apply_op(&Op::AbmSetGlobal { name: "infectionRate".into(), value: json!(0.2) }).unwrap();
     run(&mut sim, 4);
     sim.replicate(3);
     run(&mut sim, 3);

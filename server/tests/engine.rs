@@ -79,9 +79,7 @@ fn scene_state_patches_are_validated_and_atomic() {
 }
 
 fn load_err(text: &str) -> String {
-    Scenario::from_json("scenarios/broken.json", text)
-        .unwrap_err()
-        .to_string()
+    Scenario::from_json("scenarios/broken.json", text).unwrap_err().to_string()
 }
 
 #[test]
@@ -95,10 +93,7 @@ fn malformed_scenarios_name_the_file_and_the_field() {
     let mut bad = base.clone();
     bad["agents"][0]["action_space"] = json!(["yield", "fly"]);
     let msg = load_err(&bad.to_string());
-    assert!(
-        msg.starts_with("scenarios/broken.json: agents[0].action_space[1]: unknown variant `fly`"),
-        "{msg}"
-    );
+    assert!(msg.starts_with("scenarios/broken.json: agents[0].action_space[1]: unknown variant `fly`"), "{msg}");
 
     let mut bad = base.clone();
     bad["scene"]["type"] = json!("poker");
@@ -137,18 +132,11 @@ fn llm_moderated_ordering_runs_and_survives_cloning() {
         ],
         "ordering": {"kind": "llm_moderated", "moderator": "Mod"}
     });
-    let mut sim = Scenario::from_json("scenarios/moderated.json", &text.to_string())
-        .unwrap()
-        .build(None)
-        .unwrap();
+    let mut sim = Scenario::from_json("scenarios/moderated.json", &text.to_string()).unwrap().build(None).unwrap();
     let events = run(&mut sim, 4);
     // The mock never answers schedule_order, so the moderator's refusal is reported and the queue
     // falls back to every name.
-    assert!(
-        events
-            .iter()
-            .any(|e| e.data["error"] == "the moderator did not answer with a schedule_order action")
-    );
+    assert!(events.iter().any(|e| e.data["error"] == "the moderator did not answer with a schedule_order action"));
     let mut copy = sim.clone();
     let a = run(&mut sim, 3);
     let b = run(&mut copy, 3);

@@ -28,11 +28,7 @@ fn config(cases: u32) -> ProptestConfig {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(proptest::test_runner::RngSeed::Fixed(0x5137_13EE));
-    ProptestConfig {
-        cases,
-        rng_seed: seed,
-        ..ProptestConfig::default()
-    }
+    ProptestConfig { cases, rng_seed: seed, ..ProptestConfig::default() }
 }
 
 fn library() -> &'static ScenarioLibrary {
@@ -57,21 +53,13 @@ fn tree_of(scenario: &str) -> SimTree {
 /// Runs `turns` turns from `parent` with the offline clients, as the server does.
 fn advance(t: &mut SimTree, parent: NodeId, turns: u64) -> NodeId {
     let (id, mut sim, log) = t.start_advance(parent, turns).unwrap();
-    let ctx = RunCtx {
-        llm: Arc::new(MockClient),
-        tools: Arc::new(MockToolModel),
-        abm: None,
-    };
+    let ctx = RunCtx { llm: Arc::new(MockClient), tools: Arc::new(MockToolModel), abm: None };
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let mut sink = |e: Event| {
         log.push(&entry_json(&e, id));
     };
     let result = rt.block_on(sim.run(turns, &ctx, &mut sink));
-    let status = if result.is_ok() {
-        NodeStatus::Done
-    } else {
-        NodeStatus::Failed
-    };
+    let status = if result.is_ok() { NodeStatus::Done } else { NodeStatus::Failed };
     t.finish(id, sim, status, result.err().map(String::from), Vec::new());
     id
 }
@@ -139,23 +127,12 @@ fn op(agents: Vec<String>, keys: Vec<String>, tickers: Vec<String>) -> impl Stra
 fn any_op(agents: Vec<String>, keys: Vec<String>, tickers: Vec<String>) -> impl Strategy<Value = Op> {
     let kinds = prop::sample::select(vec!["buy_and_hold", "momentum", "mean_reversion", "llm", "nope"]);
     prop_oneof![
-        (
-            name(agents.clone()),
-            prop::sample::select(vec!["user", "assistant", "tool"]),
-            ".{0,40}"
-        )
-            .prop_map(|(name, role, content)| Op::AgentCtxAppend {
-                name,
-                role: role.into(),
-                content
-            }),
+        (name(agents.clone()), prop::sample::select(vec!["user", "assistant", "tool"]), ".{0,40}")
+            .prop_map(|(name, role, content)| Op::AgentCtxAppend { name, role: role.into(), content }),
         // A plan that reads as one (the rest is refused with the request, before any branch).
         (name(agents.clone()), hostile_value(), hostile_value()).prop_filter_map("a plan", |(name, strategy, goal)| {
             let plan = json!({"strategy": strategy, "goals": [{"desc": goal}]});
-            Some(Op::AgentPlanReplace {
-                name,
-                plan_state: plan.try_into().ok()?,
-            })
+            Some(Op::AgentPlanReplace { name, plan_state: plan.try_into().ok()? })
         }),
         (name(agents.clone()), updates(vec!["mood".into(), "role".into()]))
             .prop_map(|(name, updates)| Op::AgentPropsPatch { name, updates }),
@@ -163,10 +140,7 @@ fn any_op(agents: Vec<String>, keys: Vec<String>, tickers: Vec<String>) -> impl 
         ".{0,80}".prop_map(|text| Op::PublicBroadcast { text }),
         (prop::option::of(hostile_value()), updates(tickers)).prop_map(|(cash, positions)| Op::PortfolioPatch {
             cash: cash.and_then(|c| c.as_f64()),
-            positions: positions
-                .into_iter()
-                .filter_map(|(t, n)| Some((t, n.as_i64()?)))
-                .collect()
+            positions: positions.into_iter().filter_map(|(t, n)| Some((t, n.as_i64()?))).collect()
         }),
         (hostile_value(), prop::sample::select(vec!["news", "earnings", "other"])).prop_filter_map(
             "an item",
@@ -180,9 +154,7 @@ fn any_op(agents: Vec<String>, keys: Vec<String>, tickers: Vec<String>) -> impl 
             if kind != "mean_reversion" {
                 agent.as_object_mut()?.remove("band");
             }
-            Some(Op::AgentSwap {
-                agent: agent.try_into().ok()?,
-            })
+            Some(Op::AgentSwap { agent: agent.try_into().ok()? })
         }),
         ".{0,40}".prop_map(|system_prompt| Op::AgentPromptReplace { system_prompt }),
         (".{0,10}", hostile_value()).prop_map(|(name, value)| Op::AbmSetGlobal { name, value }),
@@ -195,15 +167,8 @@ fn targets(scenario: &str) -> (Vec<String>, Vec<String>, Vec<String>) {
     let sim = t.sim(0).unwrap();
     let agents = sim.state().agents.into_iter().map(|a| a.name).collect();
     let view = sim.view();
-    let keys = view
-        .social()
-        .and_then(|v| v.state.as_object())
-        .map(|o| o.keys().cloned().collect())
-        .unwrap_or_default();
-    let tickers = library()
-        .trading(scenario)
-        .map(|t| t.episode.tickers.clone())
-        .unwrap_or_default();
+    let keys = view.social().and_then(|v| v.state.as_object()).map(|o| o.keys().cloned().collect()).unwrap_or_default();
+    let tickers = library().trading(scenario).map(|t| t.episode.tickers.clone()).unwrap_or_default();
     (agents, keys, tickers)
 }
 

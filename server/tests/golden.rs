@@ -146,11 +146,7 @@ fn assert_same(what: &str, want: Vec<String>, got: Vec<String>, differences: &[D
                 for (k, (_, normalise)) in differences.iter().enumerate() {
                     used[k] |= normalise(&mut e);
                 }
-                if differences.is_empty() {
-                    line.clone()
-                } else {
-                    e.to_string()
-                }
+                if differences.is_empty() { line.clone() } else { e.to_string() }
             })
             .collect()
     };

@@ -113,25 +113,11 @@ const RULES: &[Rule] = &[
     },
     Rule {
         files: &["trading/", "abm/"],
-        forbidden: &[
-            "crate::engine",
-            "crate::sim",
-            "crate::tree",
-            "crate::workbench",
-            "crate::http",
-        ],
+        forbidden: &["crate::engine", "crate::sim", "crate::tree", "crate::workbench", "crate::http"],
         why: "a simulation kind uses the LLM layer only; the seam above it (sim) chooses between kinds",
     },
-    Rule {
-        files: &["trading/"],
-        forbidden: &["crate::abm"],
-        why: "one simulation kind knows nothing of another",
-    },
-    Rule {
-        files: &["abm/"],
-        forbidden: &["crate::trading"],
-        why: "one simulation kind knows nothing of another",
-    },
+    Rule { files: &["trading/"], forbidden: &["crate::abm"], why: "one simulation kind knows nothing of another" },
+    Rule { files: &["abm/"], forbidden: &["crate::trading"], why: "one simulation kind knows nothing of another" },
     Rule {
         files: &[
             "engine/",
@@ -223,10 +209,7 @@ fn module_of(rel: &str) -> Vec<String> {
 
 /// The text without `//` comments (doc comments name paths in prose).
 fn code(text: &str) -> String {
-    text.lines()
-        .map(|l| l.find("//").map_or(l, |i| &l[..i]))
-        .collect::<Vec<_>>()
-        .join("\n")
+    text.lines().map(|l| l.find("//").map_or(l, |i| &l[..i])).collect::<Vec<_>>().join("\n")
 }
 
 /// Expands a `use` tree (`a::{b, c::{d, e as f}, self}`) into full paths.
@@ -285,10 +268,7 @@ fn resolve(path: &str, module: &[String]) -> String {
         }
         _ => return path.to_string(),
     }
-    base.into_iter()
-        .chain(segs.into_iter().map(str::to_string))
-        .collect::<Vec<_>>()
-        .join("::")
+    base.into_iter().chain(segs.into_iter().map(str::to_string)).collect::<Vec<_>>().join("::")
 }
 
 /// Every crate-relative path a file names, resolved (`crate::…`). `use super::*` is passed
@@ -316,9 +296,8 @@ fn paths_in(text: &str, module: &[String]) -> BTreeSet<String> {
         let mut from = 0;
         while let Some(i) = code[from..].find(start) {
             let at = from + i;
-            let len = code[at..]
-                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
-                .unwrap_or(code.len() - at);
+            let len =
+                code[at..].find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).unwrap_or(code.len() - at);
             let path = code[at..at + len].trim_end_matches(':');
             if !code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':') {
                 out.insert(resolve(path, module));
@@ -335,11 +314,7 @@ fn starts_with(path: &str, prefix: &str) -> bool {
 }
 
 fn applies(rule_file: &str, rel: &str) -> bool {
-    if rule_file.ends_with('/') {
-        rel.starts_with(rule_file)
-    } else {
-        rel == rule_file
-    }
+    if rule_file.ends_with('/') { rel.starts_with(rule_file) } else { rel == rule_file }
 }
 
 #[test]
@@ -361,11 +336,8 @@ fn lower_layers_never_import_higher_ones() {
             for path in &paths {
                 for forbidden in rule.forbidden {
                     // `crate` alone: nothing outside the file itself.
-                    let hit = if *forbidden == "crate" {
-                        !starts_with(path, &own)
-                    } else {
-                        starts_with(path, forbidden)
-                    };
+                    let hit =
+                        if *forbidden == "crate" { !starts_with(path, &own) } else { starts_with(path, forbidden) };
                     if !hit {
                         continue;
                     }
@@ -410,10 +382,7 @@ fn the_scanner_sees_grouped_relative_and_inline_paths() {
     ] {
         assert!(paths.contains(expected), "{expected} missing from {paths:?}");
     }
-    assert!(
-        !paths.iter().any(|p| p.contains("http")),
-        "comments are not code: {paths:?}"
-    );
+    assert!(!paths.iter().any(|p| p.contains("http")), "comments are not code: {paths:?}");
     assert_eq!(paths.len(), 6, "{paths:?}");
     assert!(starts_with("crate::llm::provider::X", "crate::llm::provider"));
     assert!(!starts_with("crate::llm::providers", "crate::llm::provider"));
@@ -427,9 +396,7 @@ fn top_of_file(rel: &str) -> String {
 /// The top-level module a resolved path names (`crate::llm::chat::Message` → `llm`), if any.
 fn top_of_path(path: &str) -> Option<String> {
     let mut segs = path.split("::");
-    (segs.next() == Some("crate"))
-        .then(|| segs.next().map(str::to_string))
-        .flatten()
+    (segs.next() == Some("crate")).then(|| segs.next().map(str::to_string)).flatten()
 }
 
 /// The text without its test modules (`#[cfg(test)]` then `mod name { … }`, braces matched).
@@ -578,21 +545,14 @@ fn top_level_modules_have_a_layer_and_form_no_circle() {
             if let (Some(a), Some(b)) = (layer_of(from), layer_of(to))
                 && b > a
             {
-                problems.push(format!(
-                    "{from} ({}) imports {to} ({}), a higher layer",
-                    LAYERS[a].0, LAYERS[b].0
-                ));
+                problems.push(format!("{from} ({}) imports {to} ({}), a higher layer", LAYERS[a].0, LAYERS[b].0));
             }
         }
     }
     for circle in circles(&graph) {
         problems.push(format!("import circle between {}", circle.join(", ")));
     }
-    assert!(
-        problems.is_empty(),
-        "module layering broken:\n{}\n",
-        problems.join("\n")
-    );
+    assert!(problems.is_empty(), "module layering broken:\n{}\n", problems.join("\n"));
 }
 
 #[test]
@@ -661,10 +621,7 @@ fn string_results(text: &str) -> Vec<String> {
         let error = args.last().map(|a| a.split_whitespace().collect::<String>());
         if args.len() == 2 && matches!(error.as_deref(), Some("String" | "std::string::String")) {
             let line = code[..at].matches('\n').count() + 1;
-            out.push(format!(
-                "{line}: {}",
-                code[at..k].split_whitespace().collect::<Vec<_>>().join(" ")
-            ));
+            out.push(format!("{line}: {}", code[at..k].split_whitespace().collect::<Vec<_>>().join(" ")));
         }
     }
     out
@@ -677,13 +634,10 @@ fn string_error_impls(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for (n, line) in code.lines().enumerate() {
         let line = line.split_whitespace().collect::<Vec<_>>().join(" ");
-        let Some(rest) = [
-            "impl From<String> for ",
-            "impl From<&str> for ",
-            "impl From<&'static str> for ",
-        ]
-        .iter()
-        .find_map(|p| line.split_once(p).map(|(_, r)| r)) else {
+        let Some(rest) = ["impl From<String> for ", "impl From<&str> for ", "impl From<&'static str> for "]
+            .iter()
+            .find_map(|p| line.split_once(p).map(|(_, r)| r))
+        else {
             continue;
         };
         let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
@@ -698,17 +652,14 @@ fn string_error_impls(text: &str) -> Vec<String> {
 fn no_string_errors_below_the_cli() {
     let mut problems = Vec::new();
     // The server's code and the crate it shares with the UI.
-    for (crate_name, src) in [
-        ("server", src_dir()),
-        ("shared", Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/src")),
-    ] {
+    for (crate_name, src) in
+        [("server", src_dir()), ("shared", Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/src"))]
+    {
         let mut files = Vec::new();
         rust_files(&src, &mut files);
         for file in files {
             let rel = file.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
-            let allowed = STRING_ERRORS_ALLOWED
-                .iter()
-                .any(|a| rel == *a || (a.ends_with('/') && rel.starts_with(a)));
+            let allowed = STRING_ERRORS_ALLOWED.iter().any(|a| rel == *a || (a.ends_with('/') && rel.starts_with(a)));
             if crate_name == "server" && allowed {
                 continue;
             }
@@ -719,10 +670,7 @@ fn no_string_errors_below_the_cli() {
                 .chain(status_named_string_variants(&text));
             for hit in hits {
                 let place = format!("{crate_name}/src/{rel}");
-                if !STATUS_NAMED_KNOWN
-                    .iter()
-                    .any(|(f, v, _)| *f == place && hit.ends_with(v))
-                {
+                if !STATUS_NAMED_KNOWN.iter().any(|(f, v, _)| *f == place && hit.ends_with(v)) {
                     problems.push(format!("{place}:{hit}"));
                 }
             }
@@ -737,15 +685,8 @@ fn no_string_errors_below_the_cli() {
 
 /// HTTP statuses by another name: a variant so called says how an error is answered, not
 /// what went wrong, and leaves the status to the layer below `http` (issue #37, item 1).
-const STATUS_NAMES: [&str; 7] = [
-    "Invalid",
-    "Conflict",
-    "Unavailable",
-    "NotFound",
-    "TooLarge",
-    "BadRequest",
-    "Unprocessable",
-];
+const STATUS_NAMES: [&str; 7] =
+    ["Invalid", "Conflict", "Unavailable", "NotFound", "TooLarge", "BadRequest", "Unprocessable"];
 
 /// Status-named string variants not yet given causes, each with why it stays (a gone entry
 /// fails too, so the list stays true).
@@ -756,11 +697,7 @@ const STATUS_NAMED_KNOWN: &[(&str, &str, &str)] = &[
         "an import past a size cap or the memory budget: the cause is its size, the text the \
          importer's (names the node and the entry)",
     ),
-    (
-        "server/src/abm/mod.rs",
-        "BadRequest(String)",
-        "the Python worker's own refusal kind, relayed as it words it",
-    ),
+    ("server/src/abm/mod.rs", "BadRequest(String)", "the Python worker's own refusal kind, relayed as it words it"),
 ];
 
 /// Every enum variant named by an HTTP status ([`STATUS_NAMES`]) that holds only a text
@@ -810,10 +747,7 @@ fn every_known_status_named_variant_is_still_there() {
 fn the_string_error_impl_scanner_sees_error_types_only() {
     let hits = |t: &str| string_error_impls(t).len();
     assert_eq!(hits("impl From<String> for JobError {"), 1);
-    assert_eq!(
-        hits("impl  From<&str>  for  crate::X { }\nimpl From<&'static str> for ParseError {}"),
-        1
-    );
+    assert_eq!(hits("impl  From<&str>  for  crate::X { }\nimpl From<&'static str> for ParseError {}"), 1);
     assert_eq!(hits("impl From<String> for ScenarioSource {"), 0);
     assert_eq!(hits("// impl From<String> for JobError {"), 0);
 }
@@ -825,10 +759,7 @@ fn the_string_error_scanner_sees_nested_and_aliased_forms_only() {
     assert_eq!(hits("fn f() -> Result<Vec<Option<u8>>, String> {}"), 1);
     assert_eq!(hits("type R<T> = std::result::Result<T, String>;"), 1);
     assert_eq!(hits("fn f() -> (u8, Result<impl Fn() -> u8, String>) {}"), 1);
-    assert_eq!(
-        hits("fn f() -> Result<\n    HashMap<String, u8>,\n    String,\n> {}"),
-        1
-    );
+    assert_eq!(hits("fn f() -> Result<\n    HashMap<String, u8>,\n    String,\n> {}"), 1);
     assert_eq!(hits("fn f() -> Result<String, MyError> {}"), 0);
     assert_eq!(hits("fn f() -> Result<(), Vec<String>> {}"), 0);
     assert_eq!(hits("fn f() -> StoreResult<String> {}"), 0);
@@ -855,10 +786,7 @@ fn file_graph() -> std::collections::BTreeMap<String, BTreeSet<String>> {
         let edges = graph.entry(from.clone()).or_default();
         for path in paths_in(&without_tests(&text), &module_of(rel)) {
             let segs: Vec<&str> = path.split("::").collect();
-            let to = (1..=segs.len())
-                .rev()
-                .map(|n| segs[..n].join("::"))
-                .find(|m| modules.contains(m));
+            let to = (1..=segs.len()).rev().map(|n| segs[..n].join("::")).find(|m| modules.contains(m));
             if let Some(to) = to
                 && to != from
             {

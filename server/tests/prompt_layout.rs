@@ -34,11 +34,7 @@ struct Capture {
 
 impl Capture {
     fn new(player: Offline, plans: bool) -> Capture {
-        Capture {
-            player: OfflineClient(player),
-            plans,
-            calls: Mutex::default(),
-        }
+        Capture { player: OfflineClient(player), plans, calls: Mutex::default() }
     }
 
     fn take(&self) -> Vec<Call> {
@@ -114,11 +110,7 @@ fn check_turns(scene: &str, calls: &[Call], from: usize) -> usize {
                 from + common(&before[from..], &now[from..])
             );
             if from == 0 {
-                assert!(
-                    w[1].2.contains(&fixed),
-                    "{scene}: {agent}: cache hints {:?}, want {fixed}",
-                    w[1].2
-                );
+                assert!(w[1].2.contains(&fixed), "{scene}: {agent}: cache hints {:?}, want {fixed}", w[1].2);
             }
             pairs += 1;
         }
@@ -146,19 +138,15 @@ fn every_turn_of_an_agent_extends_its_previous_prompt() {
     let (library, names) = scenes();
     for player in [Offline::Mock, Offline::Scripted] {
         for name in &names {
-            for (what, mut sim) in [
-                ("shipped", library.get(name).unwrap().build(Some(3)).unwrap()),
-                ("custom", custom(name)),
-            ] {
+            for (what, mut sim) in
+                [("shipped", library.get(name).unwrap().build(Some(3)).unwrap()), ("custom", custom(name))]
+            {
                 let client = Capture::new(player, false);
                 let (report, _) = sim.run_blocking(30, &client);
                 report.unwrap_or_else(|e| panic!("{name} ({what}): {e}"));
                 let calls = client.take();
                 if what == "custom" {
-                    assert!(
-                        calls[0].1[0].content.contains("A hall of our own"),
-                        "{name}: the document's prose"
-                    );
+                    assert!(calls[0].1[0].content.contains("A hall of our own"), "{name}: the document's prose");
                 }
                 let pairs = check_turns(name, &calls, 0);
                 // A game over before anyone spoke twice (the ultimatum: one offer, one answer)
@@ -166,11 +154,7 @@ fn every_turn_of_an_agent_extends_its_previous_prompt() {
                 if pairs == 0 && sim.is_complete() {
                     continue;
                 }
-                assert!(
-                    pairs > 0,
-                    "{name} ({what}, {player:?}): no agent spoke twice in {} calls",
-                    calls.len()
-                );
+                assert!(pairs > 0, "{name} ({what}, {player:?}): no agent spoke twice in {} calls", calls.len());
             }
         }
     }
@@ -187,10 +171,8 @@ fn siblings_first_prompts_are_identical_up_to_the_fork() {
         if parent.is_complete() {
             continue; // nothing runs after the fork (the ultimatum ends in two calls)
         }
-        let last: BTreeMap<&str, &Call> = by_agent(&before)
-            .into_iter()
-            .map(|(a, cs)| (a, *cs.last().unwrap()))
-            .collect();
+        let last: BTreeMap<&str, &Call> =
+            by_agent(&before).into_iter().map(|(a, cs)| (a, *cs.last().unwrap())).collect();
         // Two children with seeds of their own, as a fan-out makes them.
         let firsts: Vec<BTreeMap<String, Vec<Message>>> = (0..2)
             .map(|i| {
@@ -219,10 +201,7 @@ fn siblings_first_prompts_are_identical_up_to_the_fork() {
             );
             compared += 1;
         }
-        assert!(
-            compared > 0,
-            "{name}: no agent spoke before and after the fork in both children"
-        );
+        assert!(compared > 0, "{name}: no agent spoke before and after the fork in both children");
     }
 }
 
@@ -261,10 +240,7 @@ fn with_the_state_last_plan_updates_keep_the_whole_prefix() {
         let calls = client.take();
         pairs += check_turns(name, &calls, 0);
         for (agent, cs) in by_agent(&calls) {
-            assert!(
-                cs.windows(2).all(|w| w[0].1[0] == w[1].1[0]),
-                "{name}: {agent}'s system prompt changed"
-            );
+            assert!(cs.windows(2).all(|w| w[0].1[0] == w[1].1[0]), "{name}: {agent}'s system prompt changed");
             let last = &cs.last().unwrap().1;
             assert!(
                 last.last().unwrap().content.contains("[Your state now]"),

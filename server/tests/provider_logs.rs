@@ -52,10 +52,7 @@ async fn fake() -> String {
                                         "finish_reason": "stop"}],
                            "usage": {"prompt_tokens": 11, "completion_tokens": 3}}),
                 ),
-                _ => (
-                    StatusCode::UNAUTHORIZED,
-                    json!({"error": {"message": format!("bad key {KEY}")}}),
-                ),
+                _ => (StatusCode::UNAUTHORIZED, json!({"error": {"message": format!("bad key {KEY}")}})),
             };
             (status, axum::Json(body)).into_response()
         }
@@ -82,10 +79,7 @@ async fn each_provider_call_logs_one_line_with_latency_and_tokens_never_the_key_
     c.api_key = ApiKey::new(KEY);
     c.retry_backoff_s = 0.01;
     let p = build_provider(&c).unwrap();
-    let request = ChatRequest::new(vec![
-        Message::new(Role::System, "You are Ann."),
-        Message::new(Role::User, PROMPT),
-    ]);
+    let request = ChatRequest::new(vec![Message::new(Role::System, "You are Ann."), Message::new(Role::User, PROMPT)]);
     let answer = p.chat(&request, &mut LlmState::default()).await.unwrap();
     assert_eq!(answer.text, "Fine.");
     assert!(p.chat(&request, &mut LlmState::default()).await.is_err());
@@ -93,35 +87,15 @@ async fn each_provider_call_logs_one_line_with_latency_and_tokens_never_the_key_
     let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
     let lines: Vec<&str> = text.lines().filter(|l| l.contains("simtree::llm")).collect();
     assert_eq!(lines.len(), 3, "a retry, a success, a failure:\n{text}");
-    assert!(
-        lines[0].contains("WARN") && lines[0].contains("retrying"),
-        "{}",
-        lines[0]
-    );
-    assert!(
-        lines[0].contains("attempt=1") && lines[0].contains("busy"),
-        "{}",
-        lines[0]
-    );
+    assert!(lines[0].contains("WARN") && lines[0].contains("retrying"), "{}", lines[0]);
+    assert!(lines[0].contains("attempt=1") && lines[0].contains("busy"), "{}", lines[0]);
     let ok = lines[1];
     assert!(ok.contains("DEBUG") && ok.contains("LLM call"), "{ok}");
-    for field in [
-        "dialect=\"openai\"",
-        "model=\"openai-test\"",
-        "prompt_tokens=11",
-        "completion_tokens=3",
-        "ms=",
-    ] {
+    for field in ["dialect=\"openai\"", "model=\"openai-test\"", "prompt_tokens=11", "completion_tokens=3", "ms="] {
         assert!(ok.contains(field), "{field} missing: {ok}");
     }
     let failed = lines[2];
-    assert!(
-        failed.contains("WARN") && failed.contains("LLM call failed") && failed.contains("401"),
-        "{failed}"
-    );
+    assert!(failed.contains("WARN") && failed.contains("LLM call failed") && failed.contains("401"), "{failed}");
     assert!(!text.contains(KEY), "the key leaked into the logs:\n{text}");
-    assert!(
-        !text.contains(PROMPT) && !text.contains("You are Ann"),
-        "prompt text in the logs:\n{text}"
-    );
+    assert!(!text.contains(PROMPT) && !text.contains("You are Ann"), "prompt text in the logs:\n{text}");
 }

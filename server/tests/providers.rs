@@ -46,21 +46,11 @@ struct Reply {
 }
 
 fn ok(body: Value) -> Reply {
-    Reply {
-        status: 200,
-        headers: Vec::new(),
-        body: body.to_string(),
-        delay: Duration::ZERO,
-    }
+    Reply { status: 200, headers: Vec::new(), body: body.to_string(), delay: Duration::ZERO }
 }
 
 fn status(code: u16, body: &str) -> Reply {
-    Reply {
-        status: code,
-        headers: Vec::new(),
-        body: body.to_string(),
-        delay: Duration::ZERO,
-    }
+    Reply { status: code, headers: Vec::new(), body: body.to_string(), delay: Duration::ZERO }
 }
 
 impl Reply {
@@ -132,11 +122,7 @@ async fn handle(State(f): State<Fake>, method: Method, uri: Uri, headers: Header
     };
     tokio::time::sleep(reply.delay).await;
     f.in_flight.fetch_sub(1, Ordering::SeqCst);
-    let mut resp = (
-        StatusCode::from_u16(reply.status).unwrap(),
-        [("content-type", "application/json")],
-        reply.body,
-    )
+    let mut resp = (StatusCode::from_u16(reply.status).unwrap(), [("content-type", "application/json")], reply.body)
         .into_response();
     for (k, v) in reply.headers {
         resp.headers_mut().insert(k, v.parse().unwrap());
@@ -155,10 +141,7 @@ async fn serve(answer: Answer) -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    Server {
-        base: format!("http://{addr}"),
-        fake,
-    }
+    Server { base: format!("http://{addr}"), fake }
 }
 
 async fn script(replies: Vec<Reply>) -> Server {
@@ -178,11 +161,7 @@ fn config(dialect: Dialect, server: &Server, prefix: &str) -> LlmConfig {
 }
 
 fn header<'a>(s: &'a Seen, name: &str) -> &'a str {
-    s.headers
-        .get(name)
-        .unwrap_or_else(|| panic!("no {name} header in {:?}", s.headers))
-        .to_str()
-        .unwrap()
+    s.headers.get(name).unwrap_or_else(|| panic!("no {name} header in {:?}", s.headers)).to_str().unwrap()
 }
 
 fn vote_tool() -> ToolSpec {
@@ -312,14 +291,9 @@ async fn openai_json_object_mode_for_llama_cpp_python() {
     let mut c = config(Dialect::OpenAi, &server, "/v1");
     c.openai_json_mode = OpenAiJsonMode::JsonObject;
     let p = build_provider(&c).unwrap();
-    let v = structured(
-        p.as_ref(),
-        ChatRequest::new(conversation()),
-        decision_schema(),
-        &mut LlmState::default(),
-    )
-    .await
-    .unwrap();
+    let v = structured(p.as_ref(), ChatRequest::new(conversation()), decision_schema(), &mut LlmState::default())
+        .await
+        .unwrap();
     assert_eq!(v, json!({"action": "hold", "qty": null}));
     assert_eq!(
         server.seen()[0].body["response_format"],
@@ -341,9 +315,7 @@ async fn gemini_sends_generate_content_with_system_instruction_schema_and_functi
     req.tools = vec![vote_tool()];
     req.tool_choice = ToolChoice::Required;
     req.temperature = Some(0.1);
-    let (v, resp) = structured_response(p.as_ref(), req, decision_schema(), &mut LlmState::default())
-        .await
-        .unwrap();
+    let (v, resp) = structured_response(p.as_ref(), req, decision_schema(), &mut LlmState::default()).await.unwrap();
     assert_eq!(v, json!({"action": "buy", "qty": 3}));
     assert_eq!((resp.usage.prompt_tokens, resp.usage.completion_tokens), (30, 9));
 
@@ -379,10 +351,7 @@ async fn gemini_sends_generate_content_with_system_instruction_schema_and_functi
             "toolConfig": {"functionCallingConfig": {"mode": "ANY"}}
         })
     );
-    assert_eq!(
-        s.body["generationConfig"]["responseSchema"]["propertyOrdering"],
-        json!(["action", "qty"])
-    );
+    assert_eq!(s.body["generationConfig"]["responseSchema"]["propertyOrdering"], json!(["action", "qty"]));
 }
 
 #[tokio::test]
@@ -400,9 +369,7 @@ async fn anthropic_forces_a_tool_for_structured_output() {
     let p = build_provider(&c).unwrap();
     let mut req = ChatRequest::new(conversation());
     req.tools = vec![vote_tool()];
-    let (v, resp) = structured_response(p.as_ref(), req, decision_schema(), &mut LlmState::default())
-        .await
-        .unwrap();
+    let (v, resp) = structured_response(p.as_ref(), req, decision_schema(), &mut LlmState::default()).await.unwrap();
     assert_eq!(v, json!({"action": "sell", "qty": 2}));
     assert_eq!((resp.usage.prompt_tokens, resp.usage.completion_tokens), (55, 12));
 
@@ -466,11 +433,7 @@ async fn anthropic_plain_text_and_tool_choice_mapping() {
 /// call's result, then the new case.
 fn trading_conversation() -> ChatRequest {
     use simtree::llm::ToolCall;
-    let call = ToolCall {
-        id: Some("call_1".into()),
-        name: "vote".into(),
-        arguments: json!({"target": "Pia"}),
-    };
+    let call = ToolCall { id: Some("call_1".into()), name: "vote".into(), arguments: json!({"target": "Pia"}) };
     let mut req = ChatRequest::new(vec![
         Message::new(Role::System, "You trade."),
         Message::new(Role::User, "Decision point 0."),
@@ -564,10 +527,7 @@ fn ann_prompts() -> [Vec<Message>; 3] {
 async fn ann_calls(provider: Arc<dyn ChatProvider>) -> Vec<LlmRecord> {
     let ledger = Arc::new(Ledger::default());
     let client = metered(provider, &ledger);
-    let mut state = LlmState {
-        speaker: Some("Ann".into()),
-        ..LlmState::default()
-    };
+    let mut state = LlmState { speaker: Some("Ann".into()), ..LlmState::default() };
     let [parent, one, two] = ann_prompts();
     state.start_run(7);
     client.chat(&parent, &mut state).await.unwrap();
@@ -591,20 +551,13 @@ async fn openai_sends_a_prompt_cache_key_per_node_and_agent_and_prices_cached_to
     let mut c = config(Dialect::OpenAi, &server, "/v1");
     c.model = "gpt-4o-mini".into();
     let records = ann_calls(build_provider(&c).unwrap()).await;
-    let keys: Vec<Value> = server
-        .seen()
-        .iter()
-        .map(|s| s.body["prompt_cache_key"].clone())
-        .collect();
+    let keys: Vec<Value> = server.seen().iter().map(|s| s.body["prompt_cache_key"].clone()).collect();
     let (parent, child) = (cache::key(7, Some("Ann")), cache::key(42, Some("Ann")));
     assert_eq!(keys, vec![json!(parent), json!(child), json!(child)]);
     assert_ne!(parent, child, "each node its own key");
     assert!(!child.contains("Ann"), "no name in clear: {child}");
     let recorded: Vec<Option<String>> = records.iter().map(|r| r.cache.as_ref().unwrap().key.clone()).collect();
-    assert_eq!(
-        recorded,
-        vec![Some(parent.clone()), Some(child.clone()), Some(child.clone())]
-    );
+    assert_eq!(recorded, vec![Some(parent.clone()), Some(child.clone()), Some(child.clone())]);
     for r in &records {
         assert_eq!(how(r), CacheHow::PromptCacheKey);
         assert_eq!((r.prompt_tokens, r.cached_tokens), (1000, 800));
@@ -624,36 +577,22 @@ async fn openai_sends_a_prompt_cache_key_per_node_and_agent_and_prices_cached_to
     c.prompt_cache = false;
     let before = server.seen().len();
     let off = ann_calls(build_provider(&c).unwrap()).await;
-    assert!(
-        server.seen()[before..]
-            .iter()
-            .all(|s| s.body.get("prompt_cache_key").is_none())
-    );
-    assert!(
-        off.iter()
-            .all(|r| how(r) == CacheHow::Implicit && r.cache.as_ref().unwrap().key.is_none())
-    );
+    assert!(server.seen()[before..].iter().all(|s| s.body.get("prompt_cache_key").is_none()));
+    assert!(off.iter().all(|r| how(r) == CacheHow::Implicit && r.cache.as_ref().unwrap().key.is_none()));
 }
 
 #[tokio::test]
 async fn a_server_that_refuses_the_cache_key_is_asked_again_without_it_and_never_sent_it_again() {
     let server = serve(Answer::Compute(Box::new(|body| {
         if body.get("prompt_cache_key").is_some() {
-            status(
-                400,
-                r#"{"error": {"message": "Unrecognized request argument supplied: prompt_cache_key"}}"#,
-            )
+            status(400, r#"{"error": {"message": "Unrecognized request argument supplied: prompt_cache_key"}}"#)
         } else {
             ok(openai_text("fine"))
         }
     })))
     .await;
     let records = ann_calls(build_provider(&config(Dialect::OpenAi, &server, "/v1")).unwrap()).await;
-    let sent: Vec<bool> = server
-        .seen()
-        .iter()
-        .map(|s| s.body.get("prompt_cache_key").is_some())
-        .collect();
+    let sent: Vec<bool> = server.seen().iter().map(|s| s.body.get("prompt_cache_key").is_some()).collect();
     assert_eq!(sent, vec![true, false, false, false], "refused once, then left out");
     assert!(records.iter().all(|r| how(r) == CacheHow::Implicit), "{records:?}");
 }
@@ -669,10 +608,7 @@ async fn anthropic_places_breakpoints_after_the_system_prompt_the_fork_and_the_l
     let mut c = config(Dialect::Anthropic, &server, "/v1");
     c.model = "claude-3-5-haiku-latest".into();
     let records = ann_calls(build_provider(&c).unwrap()).await;
-    let points: Vec<Vec<u32>> = records
-        .iter()
-        .map(|r| r.cache.as_ref().unwrap().breakpoints.clone())
-        .collect();
+    let points: Vec<Vec<u32>> = records.iter().map(|r| r.cache.as_ref().unwrap().breakpoints.clone()).collect();
     // The parent's prompt fixed its first 3 messages, the child's first turn its first 7.
     assert_eq!(points, vec![vec![1], vec![1, 3], vec![1, 3, 7]]);
     assert!(records.iter().all(|r| how(r) == CacheHow::CacheControl));
@@ -682,30 +618,19 @@ async fn anthropic_places_breakpoints_after_the_system_prompt_the_fork_and_the_l
             .as_array()
             .unwrap()
             .iter()
-            .filter(|m| {
-                m["content"]
-                    .as_array()
-                    .is_some_and(|b| b.last().unwrap().get("cache_control").is_some())
-            })
+            .filter(|m| m["content"].as_array().is_some_and(|b| b.last().unwrap().get("cache_control").is_some()))
             .map(|m| m["content"][0]["text"].as_str().unwrap().to_string())
             .collect()
     };
     let last = &seen[2].body;
     assert_eq!(last["system"][0]["cache_control"], json!({"type": "ephemeral"}));
     assert_eq!(cached(last), vec!["Noted 0.", "Noted 1."], "{last}");
-    assert_eq!(
-        last["messages"][0],
-        json!({"role": "user", "content": "News 0."}),
-        "others keep the short form"
-    );
+    assert_eq!(last["messages"][0], json!({"role": "user", "content": "News 0."}), "others keep the short form");
     assert!(cached(&seen[0].body).is_empty());
     // Reads and writes are counted apart and priced apart: $0.80 per million prompt tokens,
     // $0.08 read from the cache, $1.00 written to it, $4.00 completion.
     let r = &records[2];
-    assert_eq!(
-        (r.prompt_tokens, r.cached_tokens, r.cache_write_tokens),
-        (1000, 600, 300)
-    );
+    assert_eq!((r.prompt_tokens, r.cached_tokens, r.cache_write_tokens), (1000, 600, 300));
     let t = PriceTable::default().tally(&records).unwrap();
     let paid = (100.0 * 0.80 + 600.0 * 0.08 + 300.0 * 1.00 + 10.0 * 4.00) / 1e6;
     assert!((t.money - 3.0 * paid).abs() < 1e-15, "{t:?}");
@@ -716,11 +641,7 @@ async fn anthropic_places_breakpoints_after_the_system_prompt_the_fork_and_the_l
     let before = server.seen().len();
     let off = ann_calls(build_provider(&c).unwrap()).await;
     assert!(off.iter().all(|r| how(r) == CacheHow::None));
-    assert!(
-        server.seen()[before..]
-            .iter()
-            .all(|s| s.body["system"].is_string() && cached(&s.body).is_empty())
-    );
+    assert!(server.seen()[before..].iter().all(|s| s.body["system"].is_string() && cached(&s.body).is_empty()));
 }
 
 #[tokio::test]
@@ -733,15 +654,8 @@ async fn gemini_reports_its_implicit_cache_hits_and_they_are_priced_as_cached() 
     let mut c = config(Dialect::Gemini, &server, "/v1beta");
     c.model = "gemini-2.0-flash".into();
     let records = ann_calls(build_provider(&c).unwrap()).await;
-    assert!(
-        records
-            .iter()
-            .all(|r| how(r) == CacheHow::Implicit && r.cached_tokens == 700)
-    );
-    assert!(
-        server.seen().iter().all(|s| s.body.get("cachedContent").is_none()),
-        "no explicit cache"
-    );
+    assert!(records.iter().all(|r| how(r) == CacheHow::Implicit && r.cached_tokens == 700));
+    assert!(server.seen().iter().all(|s| s.body.get("cachedContent").is_none()), "no explicit cache");
     let t = PriceTable::default().tally(&records).unwrap();
     let paid = (300.0 * 0.10 + 700.0 * 0.025 + 10.0 * 0.40) / 1e6;
     assert!((t.money - 3.0 * paid).abs() < 1e-15, "{t:?}");
@@ -786,13 +700,10 @@ async fn a_429_with_retry_after_is_waited_out_then_retried() {
 
 #[tokio::test]
 async fn a_persistent_429_fails_with_the_status_and_the_attempt_count() {
-    let server = script(vec![
-        status(429, r#"{"error": {"message": "Rate limit reached"}}"#).header("retry-after-ms", "20"),
-    ])
-    .await;
-    let e = text_chat(build_provider(&config(Dialect::OpenAi, &server, "/v1")).unwrap())
-        .await
-        .unwrap_err();
+    let server =
+        script(vec![status(429, r#"{"error": {"message": "Rate limit reached"}}"#).header("retry-after-ms", "20")])
+            .await;
+    let e = text_chat(build_provider(&config(Dialect::OpenAi, &server, "/v1")).unwrap()).await.unwrap_err();
     assert_eq!(
         e.to_string(),
         "LLM request failed: openai:openai-test: HTTP 429 Too Many Requests: Rate limit reached (gave up after 3 attempts)"
@@ -805,31 +716,22 @@ async fn server_errors_are_retried_until_success() {
     let server = script(vec![
         status(500, "internal error"),
         status(503, r#"{"error": {"message": "overloaded"}}"#),
-        ok(
-            json!({"type": "message", "content": [{"type": "text", "text": "third time"}],
-                  "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 2}}),
-        ),
+        ok(json!({"type": "message", "content": [{"type": "text", "text": "third time"}],
+                  "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 2}})),
     ])
     .await;
     let p = build_provider(&config(Dialect::Anthropic, &server, "/v1")).unwrap();
     let r = chat(p.as_ref(), &ChatRequest::new(conversation())).await.unwrap();
     assert_eq!(r.text, "third time");
     assert_eq!(server.seen().len(), 3);
-    assert_eq!(
-        server.seen()[0].body,
-        server.seen()[2].body,
-        "retries resend the same request"
-    );
+    assert_eq!(server.seen()[0].body, server.seen()[2].body, "retries resend the same request");
 }
 
 #[tokio::test]
 async fn client_errors_are_not_retried_and_never_show_the_key() {
     // A proxy that echoes the auth header back in its error body.
     let server = serve(Answer::Compute(Box::new(|_| {
-        status(
-            401,
-            &format!(r#"{{"error": {{"message": "Incorrect API key provided: Bearer {KEY}"}}}}"#),
-        )
+        status(401, &format!(r#"{{"error": {{"message": "Incorrect API key provided: Bearer {KEY}"}}}}"#))
     })))
     .await;
     let c = config(Dialect::OpenAi, &server, "/v1");
@@ -847,14 +749,9 @@ async fn client_errors_are_not_retried_and_never_show_the_key() {
 #[tokio::test]
 async fn malformed_json_is_a_clear_unretried_error() {
     let server = script(vec![status(200, "{\"choices\": [oops")]).await;
-    let e = text_chat(build_provider(&config(Dialect::OpenAi, &server, "/v1")).unwrap())
-        .await
-        .unwrap_err();
+    let e = text_chat(build_provider(&config(Dialect::OpenAi, &server, "/v1")).unwrap()).await.unwrap_err();
     let msg = e.to_string();
-    assert!(
-        msg.starts_with("LLM response unusable: openai:openai-test: malformed JSON in the response body"),
-        "{msg}"
-    );
+    assert!(msg.starts_with("LLM response unusable: openai:openai-test: malformed JSON in the response body"), "{msg}");
     assert!(msg.contains(r#"body starts "{\"choices\": [oops""#), "{msg}");
     assert_eq!(server.seen().len(), 1);
 }
@@ -862,18 +759,8 @@ async fn malformed_json_is_a_clear_unretried_error() {
 #[tokio::test]
 async fn empty_choices_candidates_and_content_are_errors() {
     for (dialect, prefix, body, want) in [
-        (
-            Dialect::OpenAi,
-            "/v1",
-            json!({"choices": []}),
-            "openai:openai-test: the response has no choices",
-        ),
-        (
-            Dialect::Gemini,
-            "/v1beta",
-            json!({"candidates": []}),
-            "gemini:gemini-test: the response has no candidates",
-        ),
+        (Dialect::OpenAi, "/v1", json!({"choices": []}), "openai:openai-test: the response has no choices"),
+        (Dialect::Gemini, "/v1beta", json!({"candidates": []}), "gemini:gemini-test: the response has no candidates"),
         (
             Dialect::Anthropic,
             "/v1",
@@ -882,9 +769,7 @@ async fn empty_choices_candidates_and_content_are_errors() {
         ),
     ] {
         let server = script(vec![ok(body)]).await;
-        let e = text_chat(build_provider(&config(dialect, &server, prefix)).unwrap())
-            .await
-            .unwrap_err();
+        let e = text_chat(build_provider(&config(dialect, &server, prefix)).unwrap()).await.unwrap_err();
         assert_eq!(e, LlmError::Response(want.into()));
         assert_eq!(server.seen().len(), 1);
     }
@@ -925,14 +810,9 @@ async fn refusals_and_safety_blocks_are_refused_errors() {
         let e = text_chat(p.clone()).await.unwrap_err();
         assert_eq!(e, LlmError::Refused(want.into()));
         assert_eq!(e.to_string(), format!("LLM refused: {want}"));
-        let e = structured(
-            p.as_ref(),
-            ChatRequest::new(conversation()),
-            decision_schema(),
-            &mut LlmState::default(),
-        )
-        .await
-        .unwrap_err();
+        let e = structured(p.as_ref(), ChatRequest::new(conversation()), decision_schema(), &mut LlmState::default())
+            .await
+            .unwrap_err();
         assert_eq!(e, LlmError::Refused(want.into()));
     }
 }
@@ -948,10 +828,7 @@ async fn a_dead_port_is_a_connection_error_after_retries() {
     c.retry_backoff_s = 0.01;
     let e = text_chat(build_provider(&c).unwrap()).await.unwrap_err();
     let msg = e.to_string();
-    assert!(
-        msg.starts_with("LLM request failed: openai:gpt-4o-mini: connection failed:"),
-        "{msg}"
-    );
+    assert!(msg.starts_with("LLM request failed: openai:gpt-4o-mini: connection failed:"), "{msg}");
     assert!(msg.ends_with("(gave up after 2 attempts)"), "{msg}");
 }
 
@@ -959,14 +836,9 @@ async fn a_dead_port_is_a_connection_error_after_retries() {
 async fn a_structured_answer_that_breaks_the_schema_names_the_field() {
     let server = script(vec![ok(openai_text("{\"action\": \"short\", \"qty\": 1}"))]).await;
     let p = build_provider(&config(Dialect::OpenAi, &server, "/v1")).unwrap();
-    let e = structured(
-        p.as_ref(),
-        ChatRequest::new(conversation()),
-        decision_schema(),
-        &mut LlmState::default(),
-    )
-    .await
-    .unwrap_err();
+    let e = structured(p.as_ref(), ChatRequest::new(conversation()), decision_schema(), &mut LlmState::default())
+        .await
+        .unwrap_err();
     assert_eq!(
         e.to_string(),
         "LLM response unusable: openai:openai-test: structured output does not match schema decision: $.action: \"short\" is not one of \"buy\", \"sell\", \"hold\""
@@ -1017,10 +889,7 @@ async fn the_rate_limit_spaces_request_starts() {
     // Five starts 50 ms apart span 200 ms at the client; arrival jitter on a busy machine can
     // move single arrivals, so the span is checked (unlimited, it would be a few ms).
     let span = at[4] - at[0];
-    assert!(
-        span >= Duration::from_millis(170),
-        "five requests arrived within {span:?}"
-    );
+    assert!(span >= Duration::from_millis(170), "five requests arrived within {span:?}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1034,12 +903,7 @@ async fn usage_and_latency_reach_the_observer() {
     let sink = log.clone();
     let client = ProviderClient::new(p).with_observer(move |r| {
         let resp = r.result.as_ref().unwrap();
-        sink.lock().unwrap().push((
-            r.provider.clone(),
-            resp.usage,
-            resp.latency_ms,
-            r.request.messages.len(),
-        ));
+        sink.lock().unwrap().push((r.provider.clone(), resp.usage, resp.latency_ms, r.request.messages.len()));
     });
     for _ in 0..2 {
         client.chat(&conversation(), &mut LlmState::default()).await.unwrap();
@@ -1102,10 +966,7 @@ async fn werewolf_through_the_openai_dialect_matches_the_mock() {
 
     let log = |ev: &[simtree::engine::Event]| ev.iter().map(event_json).collect::<Vec<_>>().join("\n");
     assert!(direct_events.len() > 20);
-    assert_eq!(
-        server.seen().len() as u64,
-        direct.world().llm.mock_counters.values().sum::<u64>()
-    );
+    assert_eq!(server.seen().len() as u64, direct.world().llm.mock_counters.values().sum::<u64>());
     assert_eq!(log(&remote_events), log(&direct_events));
 }
 
@@ -1129,36 +990,20 @@ async fn a_refused_json_schema_falls_back_to_json_object_once_per_endpoint() {
     let pool = ProviderPool::new();
     let c = config(Dialect::OpenAi, &server, "/v1");
     let ask = |p: Arc<dyn ChatProvider>| async move {
-        structured(
-            p.as_ref(),
-            ChatRequest::new(conversation()),
-            decision_schema(),
-            &mut LlmState::default(),
-        )
-        .await
+        structured(p.as_ref(), ChatRequest::new(conversation()), decision_schema(), &mut LlmState::default()).await
     };
-    assert_eq!(
-        ask(pool.get(&c).unwrap()).await.unwrap(),
-        json!({"action": "hold", "qty": null})
-    );
+    assert_eq!(ask(pool.get(&c).unwrap()).await.unwrap(), json!({"action": "hold", "qty": null}));
     // Another config for the same endpoint (another agent's override) already knows.
     let mut other = c.clone();
     other.temperature = 0.1;
     assert!(ask(pool.get(&other).unwrap()).await.is_ok());
-    let forms: Vec<Value> = server
-        .seen()
-        .iter()
-        .map(|s| s.body["response_format"]["type"].clone())
-        .collect();
+    let forms: Vec<Value> = server.seen().iter().map(|s| s.body["response_format"]["type"].clone()).collect();
     assert_eq!(
         forms,
         [json!("json_schema"), json!("json_object"), json!("json_object")],
         "the refusal is not retried as is, and the other form is remembered"
     );
-    assert_eq!(
-        server.seen()[1].body["response_format"]["schema"],
-        decision_schema().schema
-    );
+    assert_eq!(server.seen()[1].body["response_format"]["schema"], decision_schema().schema);
 }
 
 #[tokio::test]
@@ -1168,14 +1013,9 @@ async fn a_server_that_refuses_both_forms_says_so() {
     })))
     .await;
     let p = build_provider(&config(Dialect::OpenAi, &server, "/v1")).unwrap();
-    let e = structured(
-        p.as_ref(),
-        ChatRequest::new(conversation()),
-        decision_schema(),
-        &mut LlmState::default(),
-    )
-    .await
-    .unwrap_err();
+    let e = structured(p.as_ref(), ChatRequest::new(conversation()), decision_schema(), &mut LlmState::default())
+        .await
+        .unwrap_err();
     assert_eq!(
         e.to_string(),
         "LLM request failed: openai:openai-test: the server refuses both forms of structured output \
@@ -1188,9 +1028,7 @@ async fn a_server_that_refuses_both_forms_says_so() {
         status(400, r#"{"error": {"message": "response_format is not supported"}}"#)
     })))
     .await;
-    let e = text_chat(build_provider(&config(Dialect::OpenAi, &plain, "/v1")).unwrap())
-        .await
-        .unwrap_err();
+    let e = text_chat(build_provider(&config(Dialect::OpenAi, &plain, "/v1")).unwrap()).await.unwrap_err();
     assert!(e.to_string().contains("HTTP 400"), "{e}");
     assert_eq!(plain.seen().len(), 1);
 }
@@ -1206,14 +1044,9 @@ async fn a_reply_cut_at_max_tokens_names_the_cause_and_the_limit() {
     let mut c = config(Dialect::OpenAi, &server, "/v1");
     c.max_tokens = 64;
     let p = build_provider(&c).unwrap();
-    let e = structured(
-        p.as_ref(),
-        ChatRequest::new(conversation()),
-        decision_schema(),
-        &mut LlmState::default(),
-    )
-    .await
-    .unwrap_err();
+    let e = structured(p.as_ref(), ChatRequest::new(conversation()), decision_schema(), &mut LlmState::default())
+        .await
+        .unwrap_err();
     let msg = e.to_string();
     assert!(
         msg.starts_with(
@@ -1231,10 +1064,7 @@ async fn abm_generation_on_openai_sends_the_strict_schema_the_display_route_show
     let answer = MockAbmLlm::answer("a forest fire").to_string();
     let server = serve(Answer::Compute(Box::new(move |_| ok(openai_text(&answer))))).await;
     let provider = build_provider(&config(Dialect::OpenAi, &server, "/v1")).unwrap();
-    let request = GenerateRequest {
-        prompt: "a forest fire".into(),
-        last_model: None,
-    };
+    let request = GenerateRequest { prompt: "a forest fire".into(), last_model: None };
     let out = generate(&ProviderStructured { provider }, &request, &GenerateOptions::default()).await;
     let out = serde_json::to_value(out).unwrap();
     assert_eq!(out["success"], true, "{out}");
@@ -1243,10 +1073,7 @@ async fn abm_generation_on_openai_sends_the_strict_schema_the_display_route_show
     assert_eq!(sent["json_schema"]["strict"], true);
     let schema = &sent["json_schema"]["schema"];
     assert_eq!(*schema, provider_schema(Provider::OpenAi));
-    assert_eq!(
-        *schema,
-        wrapped(Provider::OpenAi)["response_format"]["json_schema"]["schema"]
-    );
+    assert_eq!(*schema, wrapped(Provider::OpenAi)["response_format"]["json_schema"]["schema"]);
     // The strict form: no OpenAPI `nullable` anywhere, every property required.
     assert!(!schema.to_string().contains("nullable"));
     let props = schema["properties"].as_object().unwrap();
@@ -1278,12 +1105,7 @@ async fn huge_provider(total: usize, announce: bool) -> (String, Arc<AtomicUsize
                     return;
                 }
                 let chunk = vec![b'a'; 64 * 1024];
-                let framed = [
-                    format!("{:x}\r\n", chunk.len()).into_bytes(),
-                    chunk.clone(),
-                    b"\r\n".to_vec(),
-                ]
-                .concat();
+                let framed = [format!("{:x}\r\n", chunk.len()).into_bytes(), chunk.clone(), b"\r\n".to_vec()].concat();
                 let mut written = 0;
                 while written < total {
                     let piece = if announce { &chunk } else { &framed };
@@ -1329,11 +1151,8 @@ async fn a_50_mb_response_is_refused_without_reading_it() {
 
 #[tokio::test]
 async fn a_short_placeholder_key_leaves_error_texts_untouched() {
-    let server = script(vec![status(
-        400,
-        r#"{"error": {"message": "unexpected text: expected JSON, max 0x10 tokens"}}"#,
-    )])
-    .await;
+    let server =
+        script(vec![status(400, r#"{"error": {"message": "unexpected text: expected JSON, max 0x10 tokens"}}"#)]).await;
     let mut c = config(Dialect::OpenAi, &server, "/v1");
     c.api_key = simtree::llm::ApiKey::new("x");
     let e = text_chat(build_provider(&c).unwrap()).await.unwrap_err();

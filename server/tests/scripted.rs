@@ -36,12 +36,7 @@ fn check_legal(scenario: &str, seed: u64, events: &[Event]) {
     for e in events {
         assert_ne!(e.kind, EventType::AgentError, "{scenario} seed {seed}: {}", e.data);
         if e.kind == EventType::ActionEnd {
-            assert_eq!(
-                e.data["success"],
-                Value::Bool(true),
-                "{scenario} seed {seed}: a refused action: {}",
-                e.data
-            );
+            assert_eq!(e.data["success"], Value::Bool(true), "{scenario} seed {seed}: a refused action: {}", e.data);
         }
     }
 }
@@ -53,10 +48,7 @@ fn werewolf_ends_with_a_winner_for_every_seed() {
         let (state, _, _) = play("werewolf", seed);
         assert_eq!(state["complete"], true);
         let winner = state["winner"].as_str().unwrap_or_default().to_string();
-        assert!(
-            ["villagers", "werewolves"].contains(&winner.as_str()),
-            "seed {seed}: {winner}"
-        );
+        assert!(["villagers", "werewolves"].contains(&winner.as_str()), "seed {seed}: {winner}");
         winners.push(winner);
     }
     eprintln!("werewolf winners by seed: {winners:?}");
@@ -67,16 +59,9 @@ fn landlord_ends_when_a_player_goes_out_for_every_seed() {
     for seed in SEEDS {
         let (state, turns, log) = play("landlord", seed);
         assert_eq!(state["phase"], "complete", "seed {seed}");
-        assert!(
-            state["winner_team"].is_string(),
-            "seed {seed}: {}",
-            state["winner_team"]
-        );
+        assert!(state["winner_team"].is_string(), "seed {seed}: {}", state["winner_team"]);
         let hands = state["hands"].as_object().unwrap();
-        let empty = hands
-            .values()
-            .filter(|h| h.as_object().is_some_and(|m| m.is_empty()))
-            .count();
+        let empty = hands.values().filter(|h| h.as_object().is_some_and(|m| m.is_empty())).count();
         assert_eq!(empty, 1, "seed {seed}: exactly the winner has no cards left");
         assert!(log.iter().any(|l| l.contains("played: ")), "cards were played");
         eprintln!("landlord seed {seed}: {turns} turns, winner {}", state["winner_team"]);

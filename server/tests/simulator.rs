@@ -43,10 +43,7 @@ fn sim(max_steps: u32) -> Simulator {
         "ordering": {"kind": "cycled", "names": ["Ann"]},
         "max_steps_per_turn": max_steps
     });
-    let mut sim = Scenario::from_json("scenarios/test.json", &text.to_string())
-        .unwrap()
-        .build(None)
-        .unwrap();
+    let mut sim = Scenario::from_json("scenarios/test.json", &text.to_string()).unwrap().build(None).unwrap();
     // The initial broadcast is the root's log in a tree; drop it here.
     sim.flush_pending(&mut Vec::new());
     sim
@@ -84,21 +81,10 @@ fn a_missing_required_field_is_an_agent_error_without_action_end() {
     let (_, events) = s.run_blocking(1, &llm);
     assert_eq!(
         kinds(&events)[..5],
-        [
-            "agent_process_start",
-            "agent_ctx_delta",
-            "agent_process_end",
-            "action_start",
-            "agent_error"
-        ]
+        ["agent_process_start", "agent_ctx_delta", "agent_process_end", "action_start", "agent_error"]
     );
     assert!(of(&events, EventType::ActionEnd).is_empty());
-    assert!(
-        of(&events, EventType::AgentError)[0]["error"]
-            .as_str()
-            .unwrap()
-            .contains("<query>")
-    );
+    assert!(of(&events, EventType::AgentError)[0]["error"].as_str().unwrap().contains("<query>"));
 }
 
 #[test]
@@ -112,12 +98,7 @@ fn unparseable_output_is_retried_then_reported_and_the_step_consumed() {
     let err = of(&events, EventType::AgentError);
     assert_eq!(err.len(), 1);
     assert_eq!(err[0]["step"], 1);
-    assert!(
-        err[0]["error"]
-            .as_str()
-            .unwrap()
-            .starts_with("no usable response after 4 attempts")
-    );
+    assert!(err[0]["error"].as_str().unwrap().starts_with("no usable response after 4 attempts"));
     assert_eq!(of(&events, EventType::AgentProcessStart).len(), 2);
     assert_eq!(of(&events, EventType::ActionEnd)[0]["summary"], "Ann yielded the floor");
 }
@@ -141,10 +122,7 @@ fn shared_actions_give_their_feedback() {
     assert_eq!(
         feedback,
         [
-            (
-                "Ann",
-                "view_page failed: web access is not available offline (https://example.com)"
-            ),
+            ("Ann", "view_page failed: web access is not available offline (https://example.com)"),
             ("Ann", "Missing message."),
             ("Ann", "web_search: no results or network unavailable."),
             ("Ann", "No such person: Zed."),
@@ -152,10 +130,7 @@ fn shared_actions_give_their_feedback() {
             ("Ben", "[18:00] Ann to Ben: psst"),
         ]
     );
-    let summaries: Vec<&Value> = of(&events, EventType::ActionEnd)
-        .iter()
-        .map(|d| &d["summary"])
-        .collect();
+    let summaries: Vec<&Value> = of(&events, EventType::ActionEnd).iter().map(|d| &d["summary"]).collect();
     assert_eq!(summaries[0], "Ann failed to view page: https://example.com");
     assert_eq!(summaries[1], "Ann failed to post");
     assert_eq!(summaries[4], "Ann to Ben: psst");
@@ -169,20 +144,13 @@ fn max_steps_per_turn_caps_a_turn_and_time_advances_three_minutes() {
     let say = action("send_message", &[("message", "again")]);
     let llm = Script::new(vec![Ok(&say), Ok(&say), Ok(&say), Ok(&say)]);
     let (_, events) = s.run_blocking(2, &llm);
-    let sent = of(&events, EventType::ActionEnd)
-        .into_iter()
-        .filter(|d| d["action"]["action"] == "send_message")
-        .count();
+    let sent =
+        of(&events, EventType::ActionEnd).into_iter().filter(|d| d["action"]["action"] == "send_message").count();
     assert_eq!(sent, 3 + 1, "three messages in turn one, then the fourth in turn two");
-    let lines: Vec<&str> = of(&events, EventType::SystemBroadcast)
-        .iter()
-        .map(|d| d["text"].as_str().unwrap())
-        .collect();
+    let lines: Vec<&str> =
+        of(&events, EventType::SystemBroadcast).iter().map(|d| d["text"].as_str().unwrap()).collect();
     assert_eq!(lines.len(), 4);
-    let times: Vec<i64> = of(&events, EventType::SystemBroadcast)
-        .iter()
-        .map(|d| d["time"].as_i64().unwrap())
-        .collect();
+    let times: Vec<i64> = of(&events, EventType::SystemBroadcast).iter().map(|d| d["time"].as_i64().unwrap()).collect();
     assert_eq!(times, [1080, 1080, 1080, 1083]);
 }
 
@@ -193,10 +161,7 @@ fn an_llm_failure_ends_the_run_with_a_visible_reason() {
     let (report, events) = s.run_blocking(3, &llm);
     let err = report.unwrap_err();
     assert_eq!(err.to_string(), "Ann: LLM request failed: connection refused");
-    assert_eq!(
-        of(&events, EventType::AgentError)[0]["error"],
-        "LLM request failed: connection refused"
-    );
+    assert_eq!(of(&events, EventType::AgentError)[0]["error"], "LLM request failed: connection refused");
 }
 
 #[test]
@@ -206,10 +171,7 @@ fn view_page_and_schedule_order_feedback() {
         "agents": [{"name": "Mod", "action_space": ["schedule_order", "view_page"]}, {"name": "Ann"}, {"name": "Ben"}],
         "ordering": {"kind": "llm_moderated", "moderator": "Mod"}
     });
-    let mut s = Scenario::from_json("scenarios/test.json", &text.to_string())
-        .unwrap()
-        .build(None)
-        .unwrap();
+    let mut s = Scenario::from_json("scenarios/test.json", &text.to_string()).unwrap().build(None).unwrap();
     s.flush_pending(&mut Vec::new());
     let llm = Script::new(vec![
         // The moderator's refill: schedule Ben then an unknown name (dropped), then Ann.

@@ -34,10 +34,7 @@ struct Lcg(u64);
 
 impl Lcg {
     fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         (self.0 >> 33) % n
     }
 }
@@ -45,27 +42,15 @@ impl Lcg {
 /// Every node of `tree` as its export (state, log, ops, status), serialized.
 fn dump(wb: &Workbench, tree: u64) -> Vec<String> {
     let export = wb.transfer().export(tree).unwrap();
-    export
-        .ids
-        .iter()
-        .map(|&id| serde_json::to_string(&export.node(id).unwrap()).unwrap())
-        .collect()
+    export.ids.iter().map(|&id| serde_json::to_string(&export.node(id).unwrap()).unwrap()).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_node_of_a_random_2000_node_tree_rebuilds_from_the_store_alone() {
     let dir = temp("random");
     let wb = workbench(&dir);
-    let chat = wb
-        .trees()
-        .create_tree("simple_chat", Some(7), Default::default(), None)
-        .unwrap()
-        .id;
-    let trading = wb
-        .trees()
-        .create_tree("momentum_tech", None, Default::default(), None)
-        .unwrap()
-        .id;
+    let chat = wb.trees().create_tree("simple_chat", Some(7), Default::default(), None).unwrap().id;
+    let trading = wb.trees().create_tree("momentum_tech", None, Default::default(), None).unwrap().id;
     let mut rng = Lcg(42);
     let mut nodes = vec![0u64];
     while nodes.len() < 1_800 {
@@ -73,9 +58,7 @@ async fn every_node_of_a_random_2000_node_tree_rebuilds_from_the_store_alone() {
         match rng.below(6) {
             0 => {
                 let op = match rng.below(3) {
-                    0 => Op::PublicBroadcast {
-                        text: format!("news {}", nodes.len()),
-                    },
+                    0 => Op::PublicBroadcast { text: format!("news {}", nodes.len()) },
                     1 => serde_json::from_value(serde_json::json!(
                         {"op": "agent_ctx_append", "name": "Alice", "role": "user", "content": "a secret"}
                     ))
@@ -115,11 +98,7 @@ async fn every_node_of_a_random_2000_node_tree_rebuilds_from_the_store_alone() {
 async fn deleting_a_subtree_or_a_tree_removes_its_rows() {
     let dir = temp("delete");
     let wb = workbench(&dir);
-    let t = wb
-        .trees()
-        .create_tree("simple_chat", None, Default::default(), None)
-        .unwrap()
-        .id;
+    let t = wb.trees().create_tree("simple_chat", None, Default::default(), None).unwrap().id;
     let a = wb.runs().advance(t, 0, 2).await.unwrap().node;
     let b = wb.runs().advance(t, a, 1).await.unwrap().node;
     let keep = wb.runs().advance(t, 0, 1).await.unwrap().node;
@@ -155,11 +134,7 @@ async fn deleting_a_subtree_or_a_tree_removes_its_rows() {
 async fn a_chain_stores_each_nodes_own_delta() {
     let dir = temp("linear");
     let wb = workbench(&dir);
-    let t = wb
-        .trees()
-        .create_tree("simple_chat", None, Default::default(), None)
-        .unwrap()
-        .id;
+    let t = wb.trees().create_tree("simple_chat", None, Default::default(), None).unwrap().id;
     let mut node = 0;
     let mut sizes = Vec::new();
     for _ in 0..120 {
@@ -177,39 +152,25 @@ async fn a_chain_stores_each_nodes_own_delta() {
     // What one more turn adds does not grow with the depth (quadratic storage would).
     let early: usize = sizes[10..30].iter().sum();
     let late: usize = sizes[100..120].iter().sum();
-    assert!(
-        late < early * 2,
-        "per-node bytes grew from {early} to {late} over 20 nodes"
-    );
+    assert!(late < early * 2, "per-node bytes grew from {early} to {late} over 20 nodes");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_its_budget_the_cache_closes_idle_trees_and_they_come_back_intact() {
     let dir = temp("budget");
-    let limits = Limits {
-        cache_bytes: 64 << 10,
-        ..Limits::default()
-    };
+    let limits = Limits { cache_bytes: 64 << 10, ..Limits::default() };
     let wb = workbench_with(&dir, limits);
     let mut trees = Vec::new();
     for _ in 0..4 {
-        let t = wb
-            .trees()
-            .create_tree("simple_chat", None, Default::default(), None)
-            .unwrap()
-            .id;
+        let t = wb.trees().create_tree("simple_chat", None, Default::default(), None).unwrap().id;
         let mut node = 0;
         for _ in 0..30 {
             node = wb.runs().advance(t, node, 1).await.unwrap().node;
         }
         trees.push((t, dump(&wb, t)));
     }
-    assert!(
-        wb.upkeep().cache_bytes() > 64 << 10,
-        "the trees exceed the budget: {}",
-        wb.upkeep().cache_bytes()
-    );
+    assert!(wb.upkeep().cache_bytes() > 64 << 10, "the trees exceed the budget: {}", wb.upkeep().cache_bytes());
     assert!(wb.upkeep().trim_cache() > 0);
     assert!(
         wb.upkeep().cache_bytes() <= 64 << 10,
@@ -229,16 +190,9 @@ async fn over_its_budget_the_cache_closes_idle_trees_and_they_come_back_intact()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tree_the_cache_closes_and_reopens_is_never_missing() {
     let dir = temp("race");
-    let limits = Limits {
-        cache_bytes: 1,
-        ..Limits::default()
-    };
+    let limits = Limits { cache_bytes: 1, ..Limits::default() };
     let wb = workbench_with(&dir, limits);
-    let tree = wb
-        .trees()
-        .create_tree("simple_chat", Some(3), Default::default(), None)
-        .unwrap()
-        .id;
+    let tree = wb.trees().create_tree("simple_chat", Some(3), Default::default(), None).unwrap().id;
     wb.runs().advance_multi(tree, 0, 1, 64, false).await.unwrap();
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     let (stop, closed) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
@@ -270,10 +224,7 @@ async fn a_tree_the_cache_closes_and_reopens_is_never_missing() {
     stop.store(true, Ordering::Relaxed);
     closer.join().unwrap();
     let closed = closed.load(Ordering::Relaxed);
-    eprintln!(
-        "{lookups} lookups and {} lists while the cache closed the tree {closed} times",
-        lookups / 16
-    );
+    eprintln!("{lookups} lookups and {} lists while the cache closed the tree {closed} times", lookups / 16);
     assert!(closed >= CLOSES, "the cache closed the tree only {closed} times");
     assert_eq!(
         (missing, listed_wrong),

@@ -63,10 +63,7 @@ fn run_with_reports(market: &Arc<MarketData>, cfg: EpisodeConfig) -> (TradingEpi
 #[test]
 fn buy_and_hold_on_real_data_matches_hand_computed_figures() {
     let market = market();
-    let ep = run_checked(
-        &market,
-        config("bh", "buy_and_hold", &["AAPL"], "2012-06-01", "2012-12-31"),
-    );
+    let ep = run_checked(&market, config("bh", "buy_and_hold", &["AAPL"], "2012-06-01", "2012-12-31"));
     let m = ep.metrics();
     // Figures computed independently from daily_ohlcv.csv: 178 AAPL at 560.99 on 2012-06-01,
     // valued at the 2012-12-31 close of 532.1729, 146 trading days.
@@ -92,11 +89,7 @@ fn every_baseline_runs_months_of_real_data_without_rejections() {
         let log = ep.episode_log();
         assert_eq!(m.rejected_decisions, 0, "{agent}: {:?}", log.decision_point_logs);
         assert!(m.num_trades >= 4, "{agent} traded only {} times", m.num_trades);
-        assert!(
-            log.decision_point_logs
-                .iter()
-                .all(|d| d.execution_result.status == DecisionStatus::Accepted)
-        );
+        assert!(log.decision_point_logs.iter().all(|d| d.execution_result.status == DecisionStatus::Accepted));
         // The final value is the final portfolio at the last close.
         let last = m.end_date.clone().unwrap();
         assert_eq!(last, "2012-10-31");
@@ -109,12 +102,7 @@ fn every_baseline_runs_months_of_real_data_without_rejections() {
         assert!(m.buy_and_hold.total_return.is_finite());
     }
     let momentum = run_checked(&market, config("m", "momentum", &tickers, "2012-06-01", "2012-10-31"));
-    let sells = momentum
-        .trade_history()
-        .trades
-        .iter()
-        .filter(|t| t.side == Side::Sell)
-        .count();
+    let sells = momentum.trade_history().trades.iter().filter(|t| t.side == Side::Sell).count();
     assert!(sells > 0, "momentum should exit some positions over five months");
 }
 
@@ -140,22 +128,12 @@ fn mock_llm_episode_runs_offline_with_tool_results_fed_back() {
     // off after that day; Google's same-day release is outside this universe.
     let showing: Vec<&str> = reports
         .iter()
-        .filter(|r| {
-            r.case
-                .case_data
-                .items
-                .iter()
-                .any(|i| i.content.starts_with("2012-10-18 (after the close) MSFT"))
-        })
+        .filter(|r| r.case.case_data.items.iter().any(|i| i.content.starts_with("2012-10-18 (after the close) MSFT")))
         .map(|r| r.case.information_cutoff_timestamp.as_deref().unwrap())
         .collect();
     assert_eq!(showing.len(), 1);
     assert!(showing[0] > "2012-10-18");
-    assert!(
-        reports
-            .iter()
-            .all(|r| { r.case.case_data.items.iter().all(|i| !i.content.contains(" GOOG: ")) })
-    );
+    assert!(reports.iter().all(|r| { r.case.case_data.items.iter().all(|i| !i.content.contains(" GOOG: ")) }));
 }
 
 #[test]
@@ -172,26 +150,11 @@ fn branch_ops_change_the_course_of_an_episode() {
         },
     })
     .unwrap();
-    b.apply_op(&TradingOp::AgentSwap {
-        agent: AgentSpec::from_kind("momentum").unwrap(),
-    })
-    .unwrap();
+    b.apply_op(&TradingOp::AgentSwap { agent: AgentSpec::from_kind("momentum").unwrap() }).unwrap();
     let ra = a.run_blocking(1, &MockToolModel).unwrap().remove(0);
     let rb = b.run_blocking(1, &MockToolModel).unwrap().remove(0);
-    assert!(
-        !ra.case
-            .case_data
-            .items
-            .iter()
-            .any(|i| i.content.starts_with("Synthetic"))
-    );
-    assert!(
-        rb.case
-            .case_data
-            .items
-            .iter()
-            .any(|i| i.content.starts_with("Synthetic"))
-    );
+    assert!(!ra.case.case_data.items.iter().any(|i| i.content.starts_with("Synthetic")));
+    assert!(rb.case.case_data.items.iter().any(|i| i.content.starts_with("Synthetic")));
     assert_eq!(ra.case.case_id, rb.case.case_id);
     a.run_blocking(100, &MockToolModel).unwrap();
     b.run_blocking(100, &MockToolModel).unwrap();
@@ -208,11 +171,7 @@ fn experiment_folder_round_trips() {
     let logs: Vec<EpisodeLog> = ["momentum", "llm"]
         .iter()
         .map(|agent| {
-            run_checked(
-                &market,
-                config(agent, agent, &["IBM", "GOOG"], "2012-07-02", "2012-09-28"),
-            )
-            .episode_log()
+            run_checked(&market, config(agent, agent, &["IBM", "GOOG"], "2012-07-02", "2012-09-28")).episode_log()
         })
         .collect();
     let root = temp_root("store");
@@ -222,10 +181,7 @@ fn experiment_folder_round_trips() {
     // Exactly equal, floats included (serde_json's float_roundtrip feature).
     assert_eq!(run.episode_logs, logs);
     assert_eq!(run.configs.len(), 2);
-    let trades: usize = logs
-        .iter()
-        .map(|l| l.episode_result.as_ref().unwrap().trade_history.trades.len())
-        .sum();
+    let trades: usize = logs.iter().map(|l| l.episode_result.as_ref().unwrap().trade_history.trades.len()).sum();
     assert_eq!(run.trade_history.trades.len(), trades);
     for log in &run.episode_logs {
         let m = evaluate_log(log, &market).unwrap();

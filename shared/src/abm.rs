@@ -164,17 +164,13 @@ impl AbmOutline {
     /// `agent.<Type>.agentAttribute.<name>`), in declaration order; attributes whose sourceName
     /// does not name a type are skipped.
     pub fn agent_attributes(&self) -> impl Iterator<Item = (&str, &AbmVariable)> {
-        self.agents
-            .iter()
-            .flatten()
-            .flat_map(|def| &def.agent_attributes)
-            .filter_map(|v| {
-                let mut parts = v.source_name.split('.');
-                match (parts.next(), parts.next()) {
-                    (Some("agent"), Some(kind)) => Some((kind, v)),
-                    _ => None,
-                }
-            })
+        self.agents.iter().flatten().flat_map(|def| &def.agent_attributes).filter_map(|v| {
+            let mut parts = v.source_name.split('.');
+            match (parts.next(), parts.next()) {
+                (Some("agent"), Some(kind)) => Some((kind, v)),
+                _ => None,
+            }
+        })
     }
 }
 

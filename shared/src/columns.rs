@@ -59,13 +59,8 @@ impl std::fmt::Display for ColumnsError {
 
 impl std::error::Error for ColumnsError {}
 
-const STATUSES: [NodeStatus; 5] = [
-    NodeStatus::Done,
-    NodeStatus::Running,
-    NodeStatus::Failed,
-    NodeStatus::Cancelled,
-    NodeStatus::Interrupted,
-];
+const STATUSES: [NodeStatus; 5] =
+    [NodeStatus::Done, NodeStatus::Running, NodeStatus::Failed, NodeStatus::Cancelled, NodeStatus::Interrupted];
 
 /// Every edge type, in the order of their bytes (the root's first).
 pub(crate) const EDGE_TYPES: [EdgeType; 10] = [
@@ -117,26 +112,17 @@ impl<'a> Reader<'a> {
     }
 
     fn u64s(&mut self, n: usize) -> impl Iterator<Item = u64> + 'a {
-        self.take(8 * n)
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+        self.take(8 * n).chunks_exact(8).map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
     }
 
     fn u32s(&mut self, n: usize) -> impl Iterator<Item = u32> + 'a {
-        self.take(4 * n)
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        self.take(4 * n).chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
     }
 
     fn codes<T: Copy>(&mut self, n: usize, table: &[T], column: &'static str) -> Result<Vec<T>, ColumnsError> {
         self.take(n)
             .iter()
-            .map(|&code| {
-                table
-                    .get(usize::from(code))
-                    .copied()
-                    .ok_or(ColumnsError::Code { column, code })
-            })
+            .map(|&code| table.get(usize::from(code)).copied().ok_or(ColumnsError::Code { column, code }))
             .collect()
     }
 }
@@ -155,12 +141,7 @@ impl Graph {
     /// The graph in the columnar form (see the module's documentation).
     pub fn to_columns(&self) -> Vec<u8> {
         let (n, e) = (self.nodes.len(), self.edges.len());
-        let len = expected_len(
-            n as u64,
-            e as u64,
-            self.frontier.len() as u64,
-            self.running.len() as u64,
-        );
+        let len = expected_len(n as u64, e as u64, self.frontier.len() as u64, self.running.len() as u64);
         let mut out = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&[VERSION, 0, 0, 0]);
@@ -192,32 +173,18 @@ impl Graph {
         let [n, e, f, k] = [counts[0], counts[1], counts[2], counts[3]].map(u64::from);
         let expected = expected_len(n, e, f, k);
         if expected != bytes.len() as u64 {
-            return Err(ColumnsError::Length {
-                expected,
-                actual: bytes.len() as u64,
-            });
+            return Err(ColumnsError::Length { expected, actual: bytes.len() as u64 });
         }
         // The counts fit the input's length, so they fit usize.
         let [n, e, f, k] = [n, e, f, k].map(|c| c as usize);
-        let nodes = rows(
-            r.u64s(n),
-            r.u32s(n),
-            r.codes(n, &STATUSES, "status")?,
-            |id, depth, status| GraphNode { id, depth, status },
-        );
-        let edges = rows(
-            r.u64s(e),
-            r.u64s(e),
-            r.codes(e, &EDGE_TYPES, "type")?,
-            |from, to, kind| GraphEdge { from, to, kind },
-        );
-        Ok(Graph {
-            root,
-            frontier: r.u64s(f).collect(),
-            running: r.u64s(k).collect(),
-            nodes,
-            edges,
-        })
+        let nodes = rows(r.u64s(n), r.u32s(n), r.codes(n, &STATUSES, "status")?, |id, depth, status| GraphNode {
+            id,
+            depth,
+            status,
+        });
+        let edges =
+            rows(r.u64s(e), r.u64s(e), r.codes(e, &EDGE_TYPES, "type")?, |from, to, kind| GraphEdge { from, to, kind });
+        Ok(Graph { root, frontier: r.u64s(f).collect(), running: r.u64s(k).collect(), nodes, edges })
     }
 }
 
@@ -230,25 +197,13 @@ mod tests {
             root: 3,
             frontier: vec![5, u64::MAX],
             running: vec![5],
-            nodes: [
-                (3, 0, NodeStatus::Done),
-                (5, 1, NodeStatus::Running),
-                (u64::MAX, 7, NodeStatus::Interrupted),
-            ]
-            .into_iter()
-            .map(|(id, depth, status)| GraphNode { id, depth, status })
-            .collect(),
+            nodes: [(3, 0, NodeStatus::Done), (5, 1, NodeStatus::Running), (u64::MAX, 7, NodeStatus::Interrupted)]
+                .into_iter()
+                .map(|(id, depth, status)| GraphNode { id, depth, status })
+                .collect(),
             edges: vec![
-                GraphEdge {
-                    from: 3,
-                    to: 5,
-                    kind: EdgeType::Advance,
-                },
-                GraphEdge {
-                    from: 5,
-                    to: u64::MAX,
-                    kind: EdgeType::Sweep,
-                },
+                GraphEdge { from: 3, to: 5, kind: EdgeType::Advance },
+                GraphEdge { from: 5, to: u64::MAX, kind: EdgeType::Sweep },
             ],
         }
     }
@@ -259,13 +214,7 @@ mod tests {
         let bytes = g.to_columns();
         assert_eq!(bytes.len() as u64, expected_len(3, 2, 2, 1));
         assert_eq!(Graph::from_columns(&bytes), Ok(g));
-        let empty = Graph {
-            root: 0,
-            frontier: vec![],
-            running: vec![],
-            nodes: vec![],
-            edges: vec![],
-        };
+        let empty = Graph { root: 0, frontier: vec![], running: vec![], nodes: vec![], edges: vec![] };
         assert_eq!(Graph::from_columns(&empty.to_columns()), Ok(empty));
         for (i, s) in STATUSES.iter().enumerate() {
             assert_eq!(usize::from(s.code()), i);
@@ -288,10 +237,7 @@ mod tests {
         assert_eq!(Graph::from_columns(&v2), Err(ColumnsError::Version(2)));
         // Every truncation and one extra byte.
         for len in 32..good.len() {
-            assert!(matches!(
-                Graph::from_columns(&good[..len]),
-                Err(ColumnsError::Length { .. })
-            ));
+            assert!(matches!(Graph::from_columns(&good[..len]), Err(ColumnsError::Length { .. })));
         }
         let mut long = good.clone();
         long.push(0);
@@ -301,10 +247,7 @@ mod tests {
         huge[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(
             Graph::from_columns(&huge),
-            Err(ColumnsError::Length {
-                expected: expected_len(u64::from(u32::MAX), 2, 2, 1),
-                actual: 32
-            })
+            Err(ColumnsError::Length { expected: expected_len(u64::from(u32::MAX), 2, 2, 1), actual: 32 })
         );
         // An unknown status and an unknown edge type.
         let status_at = 32 + 8 * 3 + 4 * 3;

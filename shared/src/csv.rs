@@ -12,11 +12,8 @@ use std::borrow::Cow;
 /// A text cell: made inert if it would start a formula, then quoted if it holds a comma, a
 /// quote or a line break.
 pub fn text(s: &str) -> Cow<'_, str> {
-    let inert: Cow<'_, str> = if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
-        Cow::Owned(format!("'{s}"))
-    } else {
-        Cow::Borrowed(s)
-    };
+    let inert: Cow<'_, str> =
+        if s.starts_with(['=', '+', '-', '@', '\t', '\r']) { Cow::Owned(format!("'{s}")) } else { Cow::Borrowed(s) };
     if inert.contains([',', '"', '\n', '\r']) {
         Cow::Owned(format!("\"{}\"", inert.replace('"', "\"\"")))
     } else {
@@ -49,10 +46,7 @@ mod tests {
 
     #[test]
     fn text_that_would_run_as_a_formula_is_inert_and_numbers_keep_their_sign() {
-        assert_eq!(
-            text("=HYPERLINK(\"http://x\",\"y\")"),
-            "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\""
-        );
+        assert_eq!(text("=HYPERLINK(\"http://x\",\"y\")"), "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\"");
         for start in ["+1", "-rm", "@SUM(A1)", "\tx", "\rx"] {
             assert!(text(start).trim_start_matches('"').starts_with('\''), "{start:?}");
         }

@@ -33,10 +33,7 @@ impl EdgeType {
 
     /// A branch made by hand (a branch op or several), not an advance, sweep or exploration.
     pub fn is_branch(self) -> bool {
-        !matches!(
-            self,
-            EdgeType::Root | EdgeType::Advance | EdgeType::Sweep | EdgeType::Explore
-        )
+        !matches!(self, EdgeType::Root | EdgeType::Advance | EdgeType::Sweep | EdgeType::Explore)
     }
 }
 
@@ -128,25 +125,14 @@ mod tests {
     use crate::{GraphNode, NodeStatus};
 
     fn graph(edges: &[(u64, u64, EdgeType)]) -> Graph {
-        let mut nodes = vec![GraphNode {
-            id: 0,
-            depth: 0,
-            status: NodeStatus::Done,
-        }];
-        nodes.extend(edges.iter().map(|&(_, to, _)| GraphNode {
-            id: to,
-            depth: 1,
-            status: NodeStatus::Done,
-        }));
+        let mut nodes = vec![GraphNode { id: 0, depth: 0, status: NodeStatus::Done }];
+        nodes.extend(edges.iter().map(|&(_, to, _)| GraphNode { id: to, depth: 1, status: NodeStatus::Done }));
         Graph {
             root: 0,
             frontier: edges.iter().map(|e| e.1).collect(),
             running: vec![],
             nodes,
-            edges: edges
-                .iter()
-                .map(|&(from, to, kind)| GraphEdge { from, to, kind })
-                .collect(),
+            edges: edges.iter().map(|&(from, to, kind)| GraphEdge { from, to, kind }).collect(),
         }
     }
 
@@ -166,12 +152,7 @@ mod tests {
         assert_eq!(ids, [0, 1, 4]);
         assert_eq!(f.edges.len(), 2);
         assert_eq!(f.frontier, [1, 4]);
-        assert!(
-            EdgeFilter::parse("advance,bogus")
-                .unwrap_err()
-                .to_string()
-                .contains("'bogus'")
-        );
+        assert!(EdgeFilter::parse("advance,bogus").unwrap_err().to_string().contains("'bogus'"));
         assert!(EdgeFilter::parse("").is_err());
         assert!(EdgeFilter::parse("\u{1}").unwrap_err().to_string().contains("\\u{1}"));
         let no_jobs = EdgeFilter::all_but(&[EdgeType::Sweep, EdgeType::Explore]);

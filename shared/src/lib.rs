@@ -84,11 +84,7 @@ pub enum Op {
     /// Run `turns` turns (only as the op of an advance edge; not accepted by `branch`).
     Advance { turns: u64 },
     /// Append a line to an agent's memory (merge rule applies; no event).
-    AgentCtxAppend {
-        name: String,
-        role: String,
-        content: String,
-    },
+    AgentCtxAppend { name: String, role: String, content: String },
     /// Replace an agent's plan state wholesale (the parts left out are empty).
     AgentPlanReplace {
         name: String,
@@ -96,10 +92,7 @@ pub enum Op {
         plan_state: Verbatim<PlanState>,
     },
     /// Shallow-assign keys into an agent's properties.
-    AgentPropsPatch {
-        name: String,
-        updates: serde_json::Map<String, Value>,
-    },
+    AgentPropsPatch { name: String, updates: serde_json::Map<String, Value> },
     /// Shallow-assign keys into the scene state (keys must exist; types are checked).
     SceneStatePatch { updates: serde_json::Map<String, Value> },
     /// Broadcast a public event to every agent.
@@ -958,9 +951,7 @@ mod op_tests {
         let Op::AgentSwap { agent } = op else { panic!() };
         assert_eq!(*agent, trading::AgentSpec::Momentum { lookback: 10 });
         let op: Op = serde_json::from_str(SHIPPED[9]).unwrap();
-        let Op::PortfolioPatch { positions, .. } = op else {
-            panic!()
-        };
+        let Op::PortfolioPatch { positions, .. } = op else { panic!() };
         assert_eq!(positions.get("AAPL"), Some(&10));
     }
 
@@ -977,10 +968,7 @@ mod op_tests {
                 r#"{"op":"agent_swap","agent":{"kind":"nope"}}"#,
                 "unknown variant `nope`, expected one of `buy_and_hold`, `momentum`, `mean_reversion`, `llm`",
             ),
-            (
-                r#"{"op":"portfolio_patch","cassh":1}"#,
-                "unknown field `cassh`, expected `cash` or `positions`",
-            ),
+            (r#"{"op":"portfolio_patch","cassh":1}"#, "unknown field `cassh`, expected `cash` or `positions`"),
             (
                 r#"{"op":"case_data_inject","item":{"kind":"rumour","content":"x"}}"#,
                 "unknown variant `rumour`, expected one of `earnings`, `news`, `other`",

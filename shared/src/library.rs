@@ -149,9 +149,7 @@ pub fn refusal_path(detail: &str) -> Option<String> {
         rest = rest.split_once("] ")?.1;
     }
     let (path, _) = rest.split_once(": ")?;
-    let is_path = !path.is_empty()
-        && path
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']'));
+    let is_path =
+        !path.is_empty() && path.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']'));
     is_path.then(|| format!("{within}{path}"))
 }

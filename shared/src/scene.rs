@@ -164,15 +164,7 @@ impl SceneKind {
         match self {
             SceneKind::SimpleChat | SceneKind::EmotionalConflict | SceneKind::Custom => &[],
             SceneKind::Council => &[StartVoting, FinishMeeting, RequestBrief, VotingStatus, Vote],
-            SceneKind::Werewolf => &[
-                VoteLynch,
-                NightKill,
-                Inspect,
-                WitchSave,
-                WitchPoison,
-                OpenVoting,
-                CloseVoting,
-            ],
+            SceneKind::Werewolf => &[VoteLynch, NightKill, Inspect, WitchSave, WitchPoison, OpenVoting, CloseVoting],
             SceneKind::Landlord => &[CallLandlord, RobLandlord, Pass, PlayCards, Double, NoDouble],
             SceneKind::Village => &[MoveToLocation, LookAround, GatherResource, Rest],
         }
@@ -291,10 +283,7 @@ impl SceneProse {
         long("examples".into(), &self.examples)?;
         for (name, prose) in &self.actions {
             if !ActionKind::from_name(name).is_some_and(|a| scene.offers(a)) {
-                return Err(ProseError::ForeignAction {
-                    scene,
-                    action: name.clone(),
-                });
+                return Err(ProseError::ForeignAction { scene, action: name.clone() });
             }
             long(format!("actions.{name}.description"), &prose.description)?;
             if prose.description.as_deref().is_some_and(|d| d.contains(['\n', '\r'])) {
@@ -382,10 +371,7 @@ mod tests {
     #[test]
     fn each_action_is_common_or_one_scenes_own() {
         for &a in ActionKind::ALL {
-            let owners = SceneKind::OFFERED
-                .iter()
-                .filter(|s| s.own_actions().contains(&a))
-                .count();
+            let owners = SceneKind::OFFERED.iter().filter(|s| s.own_actions().contains(&a)).count();
             let common = COMMON_ACTIONS.contains(&a) as usize;
             assert_eq!(owners + common, 1, "{a}");
         }
@@ -393,10 +379,7 @@ mod tests {
 
     #[test]
     fn scene_names_round_trip() {
-        for k in [SceneKind::EmotionalConflict, SceneKind::Custom]
-            .into_iter()
-            .chain(SceneKind::OFFERED)
-        {
+        for k in [SceneKind::EmotionalConflict, SceneKind::Custom].into_iter().chain(SceneKind::OFFERED) {
             assert_eq!(SceneKind::from_name(k.name()), Some(k));
             assert_eq!(serde_json::to_string(&k).unwrap(), format!("\"{k}\""));
         }
@@ -418,10 +401,7 @@ mod tests {
         let vote = m.action(ActionKind::Vote).unwrap();
         assert_eq!(vote.description.as_deref(), Some("new line"));
         assert_eq!(vote.usage.as_deref(), Some("old usage"));
-        assert_eq!(
-            SceneProse::default().merged(&SceneProse::default()),
-            SceneProse::default()
-        );
+        assert_eq!(SceneProse::default().merged(&SceneProse::default()), SceneProse::default());
     }
 
     #[test]
@@ -435,15 +415,7 @@ mod tests {
             e,
             "prose.actions.vote: vote is not an action of the simple_chat scene (its actions: speak, send_message, talk_to, yield, web_search, view_page, schedule_order)"
         );
-        let long = SceneProse {
-            rules: Some("x".repeat(MAX_PROSE_CHARS + 1)),
-            ..SceneProse::default()
-        };
-        assert!(
-            long.check(SceneKind::Council)
-                .unwrap_err()
-                .to_string()
-                .starts_with("prose.rules: 20001")
-        );
+        let long = SceneProse { rules: Some("x".repeat(MAX_PROSE_CHARS + 1)), ..SceneProse::default() };
+        assert!(long.check(SceneKind::Council).unwrap_err().to_string().starts_with("prose.rules: 20001"));
     }
 }

@@ -83,10 +83,7 @@ impl ActionEnd {
 
     /// The message a message action sent: the result's, else the call's, else the summary.
     pub fn message(&self) -> Option<&str> {
-        self.result
-            .message()
-            .or_else(|| self.action.get("message"))
-            .or(self.summary.as_deref())
+        self.result.message().or_else(|| self.action.get("message")).or(self.summary.as_deref())
     }
 }
 
@@ -215,10 +212,7 @@ pub struct ActionCall {
 
 impl ActionCall {
     pub fn new(name: impl Into<String>) -> Self {
-        ActionCall {
-            name: name.into(),
-            fields: IndexMap::new(),
-        }
+        ActionCall { name: name.into(), fields: IndexMap::new() }
     }
 
     pub fn with(mut self, key: &str, value: impl Into<String>) -> Self {
@@ -328,11 +322,7 @@ pub struct Milestone {
 
 impl Milestone {
     pub fn new(id: impl Into<String>, desc: impl Into<String>, status: &str) -> Self {
-        Milestone {
-            id: Some(id.into()),
-            desc: Some(desc.into()),
-            status: Some(status.into()),
-        }
+        Milestone { id: Some(id.into()), desc: Some(desc.into()), status: Some(status.into()) }
     }
 }
 
@@ -388,11 +378,7 @@ pub enum ActionResult {
     /// `voting_status` with no vote open (`started` is false).
     VotingNotStarted { started: bool, members: u64 },
     /// `request_brief`: the material the Host got and where it came from.
-    Brief {
-        desc: String,
-        material: String,
-        source: BriefSource,
-    },
+    Brief { desc: String, material: String, source: BriefSource },
     /// `vote`.
     Voted { vote: Ballot, comment: String },
 
@@ -435,12 +421,7 @@ pub enum ActionResult {
     LowEnergy { error: String, required: i64, have: i64 },
     /// `move_to_location`: where from (the cell the agent's `map_xy` reads as), where to, the
     /// energy spent and the cells walked, `from` and `to` included.
-    Moved {
-        from: Cell,
-        to: Cell,
-        energy_cost: i64,
-        path: Vec<Cell>,
-    },
+    Moved { from: Cell, to: Cell, energy_cost: i64, path: Vec<Cell> },
     /// `look_around`.
     LookedAround { radius: i64 },
     /// `gather_resource` with nothing to take (`not_available`, `depleted`); `resource` is
@@ -452,12 +433,7 @@ pub enum ActionResult {
         resource: Option<String>,
     },
     /// `gather_resource`.
-    Gathered {
-        resource: String,
-        amount: i64,
-        source: ResourceSource,
-        position: Cell,
-    },
+    Gathered { resource: String, amount: i64, source: ResourceSource, position: Cell },
     /// `rest`.
     Rested { energy_gain: i64, new_energy: i64 },
 }
@@ -595,23 +571,14 @@ mod tests {
             ("PoisonPrepared", json!({"target": "A"})),
             ("VotingOpened", json!({"opened": true})),
             ("VotingClosed", json!({"closed": true})),
-            (
-                "UnknownLocation",
-                json!({"error": "unknown_location", "location": "moon"}),
-            ),
+            ("UnknownLocation", json!({"error": "unknown_location", "location": "moon"})),
             ("MoveFailed", json!({"error": "no_path", "to": [3, 4]})),
             ("LowEnergy", json!({"error": "low_energy", "required": 12, "have": 3})),
-            (
-                "Moved",
-                json!({"from": [1, 1], "to": [2, 1], "energy_cost": 1, "path": [[1, 1], [2, 1]]}),
-            ),
+            ("Moved", json!({"from": [1, 1], "to": [2, 1], "energy_cost": 1, "path": [[1, 1], [2, 1]]})),
             ("LookedAround", json!({"radius": 3})),
             ("NoResource", json!({"error": "not_available", "resource": null})),
             ("NoResource", json!({"error": "depleted", "resource": "wood"})),
-            (
-                "Gathered",
-                json!({"resource": "wood", "amount": 1, "source": "location", "position": [1, 4]}),
-            ),
+            ("Gathered", json!({"resource": "wood", "amount": 1, "source": "location", "position": [1, 4]})),
             ("Rested", json!({"energy_gain": 30, "new_energy": 100})),
         ];
         for (name, case) in cases {
@@ -626,10 +593,7 @@ mod tests {
         );
         let no_title = json!({"started": true, "members": 3, "yes": 0, "no": 1, "abstain": 0, "pending": 2,
                               "pending_names": []});
-        assert!(
-            serde_json::from_value::<ActionResult>(no_title).is_err(),
-            "a nullable key is still required"
-        );
+        assert!(serde_json::from_value::<ActionResult>(no_title).is_err(), "a nullable key is still required");
     }
 
     #[test]
@@ -648,10 +612,7 @@ mod tests {
         assert_eq!(round_trip::<StepActions>(json!({})), StepActions::Idle {});
         assert_eq!(round_trip::<StepActions>(json!([])), StepActions::Acted(vec![]));
         let acted = round_trip::<StepActions>(json!([{"action": "vote", "vote": "yes", "comment": "ok"}]));
-        assert_eq!(
-            acted,
-            StepActions::Acted(vec![ActionCall::new("vote").with("vote", "yes").with("comment", "ok")])
-        );
+        assert_eq!(acted, StepActions::Acted(vec![ActionCall::new("vote").with("vote", "yes").with("comment", "ok")]));
     }
 
     #[test]
@@ -679,19 +640,13 @@ mod tests {
         .unwrap();
         assert_eq!((end.name(), end.message()), ("send_message", Some("hello")));
         let end: ActionEnd = serde_json::from_value(json!({"action": {"action": "vote"}, "summary": "s"})).unwrap();
-        assert_eq!(
-            (end.name(), end.message(), &end.result),
-            ("vote", Some("s"), &ActionResult::Done {})
-        );
+        assert_eq!((end.name(), end.message(), &end.result), ("vote", Some("s"), &ActionResult::Done {}));
     }
 
     #[test]
     fn an_action_map_needs_its_name() {
         assert!(serde_json::from_value::<ActionCall>(json!({"message": "x"})).is_err());
         let call: ActionCall = serde_json::from_value(json!({"to": "B", "action": "talk_to"})).unwrap();
-        assert_eq!(
-            serde_json::to_string(&call).unwrap(),
-            r#"{"action":"talk_to","to":"B"}"#
-        );
+        assert_eq!(serde_json::to_string(&call).unwrap(), r#"{"action":"talk_to","to":"B"}"#);
     }
 }

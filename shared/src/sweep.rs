@@ -223,34 +223,22 @@ pub struct FailedRun {
 pub fn table_csv<'a>(
     metrics: &[String],
     rows: impl IntoIterator<
-        Item = (
-            &'a IndexMap<String, Value>,
-            &'a IndexMap<String, MetricSummary>,
-            &'a IndexMap<String, Effect>,
-        ),
+        Item = (&'a IndexMap<String, Value>, &'a IndexMap<String, MetricSummary>, &'a IndexMap<String, Effect>),
     >,
 ) -> String {
     let rows: Vec<_> = rows.into_iter().collect();
     let quote = |s: String| crate::csv::text(&s).into_owned();
     let number = |x: Option<f64>| x.map(|x| x.to_string()).unwrap_or_default();
     let axes: Vec<String> = rows.first().map(|r| r.0.keys().cloned().collect()).unwrap_or_default();
-    const FIGURES: [&str; 9] = [
-        "mean", "sd", "n", "diff", "ci_lo", "ci_hi", "n_pairs", "sd_diff", "dropped",
-    ];
+    const FIGURES: [&str; 9] = ["mean", "sd", "n", "diff", "ci_lo", "ci_hi", "n_pairs", "sd_diff", "dropped"];
     let mut header: Vec<String> = axes.clone();
     for m in metrics {
         header.extend(FIGURES.iter().map(|f| format!("{m}.{f}")));
     }
     let mut out = header.into_iter().map(quote).collect::<Vec<_>>().join(",") + "\n";
     for (cell, summaries, effects) in rows {
-        let mut row: Vec<String> = axes
-            .iter()
-            .map(|a| {
-                cell.get(a)
-                    .map(|v| crate::csv::value(v).into_owned())
-                    .unwrap_or_default()
-            })
-            .collect();
+        let mut row: Vec<String> =
+            axes.iter().map(|a| cell.get(a).map(|v| crate::csv::value(v).into_owned()).unwrap_or_default()).collect();
         for m in metrics {
             let s = summaries.get(m);
             row.push(number(s.and_then(|s| s.mean)));
@@ -277,10 +265,7 @@ impl SweepTable {
     /// This table as CSV ([`table_csv`]), the metrics in the sweep's order.
     pub fn to_csv(&self) -> String {
         let metrics: Vec<String> = if self.metrics.is_empty() {
-            self.cells
-                .first()
-                .map(|c| c.metrics.keys().cloned().collect())
-                .unwrap_or_default()
+            self.cells.first().map(|c| c.metrics.keys().cloned().collect()).unwrap_or_default()
         } else {
             self.metrics.keys().cloned().collect()
         };

@@ -20,12 +20,7 @@ pub fn utc_seconds(ms: u64) -> String {
     let secs = ms / 1000;
     let (y, m, d) = civil(secs / 86_400);
     let in_day = secs % 86_400;
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        in_day / 3600,
-        in_day / 60 % 60,
-        in_day % 60
-    )
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", in_day / 3600, in_day / 60 % 60, in_day % 60)
 }
 
 #[cfg(test)]

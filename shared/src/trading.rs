@@ -23,10 +23,7 @@ pub struct PortfolioSnapshot {
 
 impl PortfolioSnapshot {
     pub fn cash_only(cash: f64) -> Self {
-        PortfolioSnapshot {
-            cash,
-            positions: BTreeMap::new(),
-        }
+        PortfolioSnapshot { cash, positions: BTreeMap::new() }
     }
 
     /// Shares held of `ticker` (0 when absent).
@@ -36,12 +33,7 @@ impl PortfolioSnapshot {
 
     /// Cash plus every position at `price(ticker)`; a ticker without a price counts as 0.
     pub fn value(&self, price: impl Fn(&str) -> Option<f64>) -> f64 {
-        self.cash
-            + self
-                .positions
-                .iter()
-                .map(|(t, &n)| n as f64 * price(t).unwrap_or(0.0))
-                .sum::<f64>()
+        self.cash + self.positions.iter().map(|(t, &n)| n as f64 * price(t).unwrap_or(0.0)).sum::<f64>()
     }
 }
 
@@ -206,17 +198,9 @@ impl AgentSpec {
     pub fn from_kind(kind: &str) -> Result<Self, AgentSpecError> {
         Ok(match kind.replace('-', "_").as_str() {
             "buy_and_hold" => AgentSpec::BuyAndHold,
-            "momentum" => AgentSpec::Momentum {
-                lookback: default_lookback(),
-            },
-            "mean_reversion" => AgentSpec::MeanReversion {
-                lookback: default_lookback(),
-                band: default_band(),
-            },
-            "llm" => AgentSpec::Llm {
-                system_prompt: None,
-                history: default_history(),
-            },
+            "momentum" => AgentSpec::Momentum { lookback: default_lookback() },
+            "mean_reversion" => AgentSpec::MeanReversion { lookback: default_lookback(), band: default_band() },
+            "llm" => AgentSpec::Llm { system_prompt: None, history: default_history() },
             _ => return Err(AgentSpecError::UnknownKind(kind.to_string())),
         })
     }
@@ -247,9 +231,7 @@ impl AgentSpec {
             AgentSpec::MeanReversion { band, .. } if !(band.is_finite() && *band >= 0.0) => {
                 Err(AgentSpecError::Band(*band))
             }
-            AgentSpec::Llm {
-                system_prompt: Some(p), ..
-            } if p.trim().is_empty() => Err(AgentSpecError::EmptyPrompt),
+            AgentSpec::Llm { system_prompt: Some(p), .. } if p.trim().is_empty() => Err(AgentSpecError::EmptyPrompt),
             _ => Ok(()),
         }
     }

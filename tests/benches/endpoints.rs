@@ -77,14 +77,8 @@ async fn run(affinity: bool) -> (f64, Duration) {
     let tally: Tally = Arc::default();
     let mut urls = Vec::new();
     for name in 0..4 {
-        let fake = Fake {
-            name,
-            seen: seen.clone(),
-            tally: tally.clone(),
-        };
-        let app = axum::Router::new()
-            .route("/v1/chat/completions", post(completions))
-            .with_state(fake);
+        let fake = Fake { name, seen: seen.clone(), tally: tally.clone() };
+        let app = axum::Router::new().route("/v1/chat/completions", post(completions)).with_state(fake);
         urls.push(serve_provider(app).await.0);
     }
     let s = Server::start_env(
@@ -126,20 +120,12 @@ async fn run(affinity: bool) -> (f64, Duration) {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     println!("prefix affinity over 4 servers: 16 fan-outs × 8 children (simple_chat, 1 turn), 20 ms per call");
     println!("| affinity | prompt share on a server holding its prefix | wall time |");
     println!("|---|---|---|");
     for affinity in [true, false] {
         let (share, took) = rt.block_on(run(affinity));
-        println!(
-            "| {} | {:.1}% | {:.2} s |",
-            if affinity { "on" } else { "off" },
-            share * 100.0,
-            took.as_secs_f64()
-        );
+        println!("| {} | {:.1}% | {:.2} s |", if affinity { "on" } else { "off" }, share * 100.0, took.as_secs_f64());
     }
 }

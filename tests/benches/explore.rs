@@ -53,10 +53,7 @@ async fn one(s: &Server, tree: u64, seed: u64) -> Figures {
     let (st, e) = s.post(&format!("/devui/simtree/{tree}/explore"), &body).await;
     assert_eq!(st, 200, "{e}");
     let id = e["explore"].as_u64().unwrap();
-    let table = until_done(s, &format!("/devui/simtree/{tree}/explore/{id}"), |t| {
-        t["status"] != "running"
-    })
-    .await;
+    let table = until_done(s, &format!("/devui/simtree/{tree}/explore/{id}"), |t| t["status"] != "running").await;
     let explore_secs = started.elapsed().as_secs_f64();
     let best = &table["best"];
     let n = best["n"].as_u64().unwrap();
@@ -80,15 +77,9 @@ async fn one(s: &Server, tree: u64, seed: u64) -> Figures {
         })
         .unwrap();
     // The grid's interval of its best's mean, made as the exploration makes it (Student's t).
-    let values: Vec<f64> = grid_best["metrics"]["peak"]["values"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_f64)
-        .collect();
-    let [lo, hi] = simtree::sweep::paired(&values, simtree_shared::IntervalKind::T, 0)
-        .ci95
-        .expect("an interval");
+    let values: Vec<f64> =
+        grid_best["metrics"]["peak"]["values"].as_array().unwrap().iter().filter_map(Value::as_f64).collect();
+    let [lo, hi] = simtree::sweep::paired(&values, simtree_shared::IntervalKind::T, 0).ci95.expect("an interval");
     Figures {
         explore_runs: table["runs_used"].as_u64().unwrap(),
         grid_runs: RATES.len() as u64 * n,
@@ -101,10 +92,7 @@ async fn one(s: &Server, tree: u64, seed: u64) -> Figures {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let s = Server::start();
     println!(
         "exploration vs full grid: sir_network, {} infection rates, {TURNS} steps, lowest peak; round 1 with 2 replicates",
@@ -116,9 +104,7 @@ fn main() {
     println!("|---|---|---|---|---|---|---|---|");
     let (mut e_total, mut g_total, mut agree) = (0, 0, 0);
     rt.block_on(async {
-        let (st, created) = s
-            .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 7}))
-            .await;
+        let (st, created) = s.post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 7})).await;
         assert_eq!(st, 200, "{created}");
         let tree = created["id"].as_u64().unwrap();
         for seed in [1, 2, 3] {

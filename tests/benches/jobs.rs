@@ -73,14 +73,8 @@ async fn main_bench() {
     let env = env(&url);
     let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let s = Server::start_env(&["--database-url", &pg.url, "--jobs", "--no-worker"], &pairs);
-    println!(
-        "{CHILDREN}-child fan-out, provider answering after {} ms, 4 runs per worker",
-        DELAY.as_millis()
-    );
-    println!(
-        "{:>8} {:>10} {:>12} {:>9}",
-        "workers", "wall s", "children/s", "speed-up"
-    );
+    println!("{CHILDREN}-child fan-out, provider answering after {} ms, 4 runs per worker", DELAY.as_millis());
+    println!("{:>8} {:>10} {:>12} {:>9}", "workers", "wall s", "children/s", "speed-up");
     let mut one = None;
     for n in [1usize, 2, 4] {
         let mut procs: Vec<Child> = (0..n).map(|_| worker(&pg, &env)).collect();
@@ -92,19 +86,12 @@ async fn main_bench() {
         let tree = s.create("simple_chat").await;
         let started = Instant::now();
         let (status, reply) = s
-            .post(
-                &format!("/devui/simtree/{tree}/advance_multi"),
-                &json!({"parent": 0, "turns": 1, "count": CHILDREN}),
-            )
+            .post(&format!("/devui/simtree/{tree}/advance_multi"), &json!({"parent": 0, "turns": 1, "count": CHILDREN}))
             .await;
         let wall = started.elapsed().as_secs_f64();
         assert_eq!(status, 200, "{reply}");
         let one_s = *one.get_or_insert(wall);
-        println!(
-            "{n:>8} {wall:>10.2} {:>12.1} {:>8.2}x",
-            CHILDREN as f64 / wall,
-            one_s / wall
-        );
+        println!("{n:>8} {wall:>10.2} {:>12.1} {:>8.2}x", CHILDREN as f64 / wall, one_s / wall);
         for p in &procs {
             // SAFETY: a signal to a child process of this bench.
             unsafe {
@@ -153,12 +140,8 @@ async fn cross_server_delay() {
     let mut took: Vec<f64> = Vec::new();
     for _ in 0..ADVANCES {
         let asked = Instant::now();
-        let (status, r) = leader
-            .post(
-                &format!("/devui/simtree/{tree}/advance"),
-                &json!({"parent": parent, "turns": 1}),
-            )
-            .await;
+        let (status, r) =
+            leader.post(&format!("/devui/simtree/{tree}/advance"), &json!({"parent": parent, "turns": 1})).await;
         assert_eq!(status, 200, "{r}");
         took.push(asked.elapsed().as_secs_f64() * 1000.0);
         parent = r["child"].as_u64().unwrap();
@@ -232,10 +215,7 @@ async fn abm_sweep() {
         VALUES.len(),
         VALUES.len() as u64 * REPLICATES
     );
-    println!(
-        "{:>8} {:>10} {:>9} {:>9} {:>11}",
-        "workers", "wall s", "runs/s", "speed-up", "of ideal"
-    );
+    println!("{:>8} {:>10} {:>9} {:>9} {:>11}", "workers", "wall s", "runs/s", "speed-up", "of ideal");
     let mut one = None;
     for n in [1usize, 2, 4] {
         let mut procs: Vec<Child> = (0..n)
@@ -250,21 +230,14 @@ async fn abm_sweep() {
             })
             .collect();
         let start = Instant::now();
-        let offered = || {
-            pg.sql("SELECT COUNT(*) FROM workers WHERE abm > 0")
-                .trim()
-                .parse::<usize>()
-                .unwrap_or(0)
-        };
+        let offered = || pg.sql("SELECT COUNT(*) FROM workers WHERE abm > 0").trim().parse::<usize>().unwrap_or(0);
         while offered() < n {
             assert!(start.elapsed() < Duration::from_secs(60), "the workers did not start");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         // (The leader reads the slots on offer once a second.)
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        let (status, created) = s
-            .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 3}))
-            .await;
+        let (status, created) = s.post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 3})).await;
         assert_eq!(status, 200, "{created}");
         let tree = created["id"].as_u64().unwrap();
         let spec = json!({
@@ -350,15 +323,9 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let parts = ["fanout", "delay", "abm", "dispatch"];
-    let asked: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| parts.contains(&a.as_str()))
-        .collect();
+    let asked: Vec<String> = std::env::args().skip(1).filter(|a| parts.contains(&a.as_str())).collect();
     let part = |name: &str| asked.is_empty() || asked.iter().any(|a| a == name);
     if part("fanout") {
         rt.block_on(main_bench());

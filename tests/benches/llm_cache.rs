@@ -30,10 +30,7 @@ const MORE: u64 = 3;
 /// Slots per llama-server (requests it decodes at once; more wait in its queue), unless
 /// `SIMTREE_BENCH_SLOTS` says otherwise.
 fn slots() -> u32 {
-    std::env::var("SIMTREE_BENCH_SLOTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4)
+    std::env::var("SIMTREE_BENCH_SLOTS").ok().and_then(|v| v.parse().ok()).unwrap_or(4)
 }
 
 /// How the warm-up gate lets a fan-out's siblings go (`llm::warmup`, `LLM_WARM_UP`): `first`
@@ -50,21 +47,10 @@ struct Llama {
 
 impl Llama {
     fn start(bin: &str, model: &str) -> Llama {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
         let child = Command::new(bin)
             .args(["--model", model, "--host", "127.0.0.1", "--port", &port.to_string()])
-            .args([
-                "--alias",
-                "smollm2",
-                "--metrics",
-                "--threads",
-                "1",
-                "--threads-batch",
-                "1",
-            ])
+            .args(["--alias", "smollm2", "--metrics", "--threads", "1", "--threads-batch", "1"])
             // 4,096 tokens of KV cache per slot (a 22-turn prompt is about 1,800).
             .args(["--parallel", &slots().to_string()])
             .args(["--ctx-size", &(4096 * slots()).to_string()])
@@ -72,10 +58,7 @@ impl Llama {
             .stderr(Stdio::null())
             .spawn()
             .expect("start llama-server");
-        let llama = Llama {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        };
+        let llama = Llama { child, url: format!("http://127.0.0.1:{port}") };
         let deadline = Instant::now() + Duration::from_secs(120);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(Instant::now() < deadline, "llama-server did not listen within 120 s");
@@ -114,10 +97,7 @@ impl Llama {
                 .and_then(|v| v.trim().parse::<f64>().ok())
                 .unwrap_or_else(|| panic!("no llamacpp:{name} in /metrics:\n{text}")) as u64
         };
-        Counters {
-            evaluated: read("prompt_tokens_total"),
-            cached: read("prompt_tokens_cached_total"),
-        }
+        Counters { evaluated: read("prompt_tokens_total"), cached: read("prompt_tokens_cached_total") }
     }
 }
 
@@ -137,10 +117,7 @@ struct Counters {
 impl std::ops::Sub for Counters {
     type Output = Counters;
     fn sub(self, o: Counters) -> Counters {
-        Counters {
-            evaluated: self.evaluated - o.evaluated,
-            cached: self.cached - o.cached,
-        }
+        Counters { evaluated: self.evaluated - o.evaluated, cached: self.cached - o.cached }
     }
 }
 
@@ -221,12 +198,7 @@ async fn measure(bin: &str, model: &str, affinity: bool) -> Figures {
         before.push(l.counters(&http).await);
     }
     let started = Instant::now();
-    let (st, r) = s
-        .post(
-            &p("/advance_multi"),
-            &json!({"parent": fork, "turns": MORE, "count": CHILDREN}),
-        )
-        .await;
+    let (st, r) = s.post(&p("/advance_multi"), &json!({"parent": fork, "turns": MORE, "count": CHILDREN})).await;
     assert_eq!(st, 200, "{r}");
     let fan_wall = started.elapsed();
     let mut servers = Vec::new();
@@ -238,13 +210,7 @@ async fn measure(bin: &str, model: &str, affinity: bool) -> Figures {
         let (pt, ct, calls) = usage_of(&s.get(&p(&format!("/node/{child}/info"))).await.1);
         recorded = (recorded.0 + pt, recorded.1 + ct, recorded.2 + calls);
     }
-    Figures {
-        servers,
-        recorded,
-        chain,
-        chain_wall,
-        fan_wall,
-    }
+    Figures { servers, recorded, chain, chain_wall, fan_wall }
 }
 
 fn share(part: u64, whole: u64) -> f64 {
@@ -252,19 +218,13 @@ fn share(part: u64, whole: u64) -> f64 {
 }
 
 fn main() {
-    let (Ok(bin), Ok(model)) = (
-        std::env::var("SIMTREE_LLAMA_SERVER"),
-        std::env::var("SIMTREE_REAL_LLM_MODEL"),
-    ) else {
+    let (Ok(bin), Ok(model)) = (std::env::var("SIMTREE_LLAMA_SERVER"), std::env::var("SIMTREE_REAL_LLM_MODEL")) else {
         println!(
             "llm_cache: skipped (SIMTREE_LLAMA_SERVER and SIMTREE_REAL_LLM_MODEL unset; run `cargo xtask bench-llm-cache`)"
         );
         return;
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     println!(
         "prompt caching on llama-server: 2 servers × {} slots (1 thread each), SmolLM2-135M; simple_chat \
          {DEPTH} turns deep, then {CHILDREN} children × {MORE} turns; replies ≤ 32 tokens; warm-up gate {}",
@@ -279,10 +239,7 @@ fn main() {
     // `SIMTREE_BENCH_AFFINITY=on` (or `off`) runs one configuration only.
     let only = std::env::var("SIMTREE_BENCH_AFFINITY").ok();
     for affinity in [true, false] {
-        if only
-            .as_deref()
-            .is_some_and(|o| o != if affinity { "on" } else { "off" })
-        {
+        if only.as_deref().is_some_and(|o| o != if affinity { "on" } else { "off" }) {
             continue;
         }
         let f = rt.block_on(measure(&bin, &model, affinity));

@@ -42,25 +42,17 @@ fn spread(mut times: Vec<Duration>) -> String {
 /// A tree of `n` nodes grown from random earlier nodes (a linear congruential draw, so every run
 /// builds the same tree); returns its id and node ids.
 async fn grow(wb: &Arc<Workbench>, n: usize) -> (u64, Vec<u64>) {
-    let tree = wb
-        .trees()
-        .create_tree("simple_chat", None, Default::default(), None)
-        .unwrap()
-        .id;
+    let tree = wb.trees().create_tree("simple_chat", None, Default::default(), None).unwrap().id;
     let mut nodes = vec![0u64];
     let mut x: u64 = 0x2545_f491_4f6c_dd1d;
     for i in 1..n {
-        x = x
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
+        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
         // Mostly recent nodes, so the tree is deep as well as wide.
         let back = ((x >> 33) as usize % 64).min(nodes.len() - 1);
         let parent = nodes[nodes.len() - 1 - back];
         let child = if i % 200 == 0 {
             let text = format!("Bulletin {i}: the amber lighthouse signal number {}", i / 200);
-            wb.runs()
-                .branch(tree, parent, vec![Op::PublicBroadcast { text }])
-                .unwrap()
+            wb.runs().branch(tree, parent, vec![Op::PublicBroadcast { text }]).unwrap()
         } else {
             wb.runs().advance(tree, parent, 1).await.unwrap().node
         };
@@ -102,10 +94,7 @@ async fn run(label: &str, store: Store, n: usize) {
     let started = Instant::now();
     let (small, small_nodes) = grow(&wb, 200).await;
     let (tree, nodes) = grow(&wb, n).await;
-    println!(
-        "{label}: built a {n}-node tree (and a 200-node one) in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
+    println!("{label}: built a {n}-node tree (and a 200-node one) in {:.1} s", started.elapsed().as_secs_f64());
     // The first read waits for the build's queued writes to be committed: not a search's cost.
     wb.notebook().search(Some(tree), Some("warm"), None, None).unwrap();
     for (what, q) in [
@@ -118,24 +107,15 @@ async fn run(label: &str, store: Store, n: usize) {
     }
     let (times, total) = time_search(&wb, None, "signal number 42", 100);
     println!("{label}: search every tree (\"signal number 42\", {total} hits): {times}");
-    println!(
-        "{label}: annotate, 200-node tree: {}",
-        time_annotations(&wb, small, &small_nodes, 200)
-    );
-    println!(
-        "{label}: annotate, {n}-node tree: {}",
-        time_annotations(&wb, tree, &nodes, 200)
-    );
+    println!("{label}: annotate, 200-node tree: {}", time_annotations(&wb, small, &small_nodes, 200));
+    println!("{label}: annotate, {n}-node tree: {}", time_annotations(&wb, tree, &nodes, 200));
     let (times, total) = time_search(&wb, Some(tree), "checkpoint", 100);
     println!("{label}: search annotated titles (\"checkpoint\", {total} hits): {times}");
 }
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
-    let n: usize = std::env::var("SIMTREE_BENCH_NOTEBOOK_NODES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000);
+    let n: usize = std::env::var("SIMTREE_BENCH_NOTEBOOK_NODES").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
     let dir = std::env::temp_dir().join(format!("simtree-bench-notebook-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let store = Store::open_sqlite(&dir).expect("sqlite");

@@ -70,22 +70,14 @@ fn csv_10_by_10() -> String {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let dir = std::env::temp_dir().join(format!("simtree-bench-own-worlds-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let assets = assets_dir().expect("assets");
     let lib = ScenarioLibrary::load_assets(&assets).expect("assets");
-    let limits = Limits {
-        max_trees: 100_000,
-        ..Limits::default()
-    };
+    let limits = Limits { max_trees: 100_000, ..Limits::default() };
     let mut wb = Workbench::new(lib, Backend::Mock, limits);
-    wb.setup()
-        .attach_store(Store::open_sqlite(&dir).expect("store"))
-        .expect("store");
+    wb.setup().attach_store(Store::open_sqlite(&dir).expect("store")).expect("store");
     let wb = Arc::new(wb);
 
     let mut model: Value =
@@ -98,9 +90,7 @@ fn main() {
             let t = Instant::now();
             let req: simtree_shared::CreateRequest = serde_json::from_str(&body).unwrap();
             let src: ScenarioSource = req.scenario;
-            wb.trees()
-                .create_tree_from(&src, None, Some(1), Default::default(), Default::default())
-                .expect("create");
+            wb.trees().create_tree_from(&src, None, Some(1), Default::default(), Default::default()).expect("create");
             t.elapsed()
         }
     };

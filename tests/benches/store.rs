@@ -25,11 +25,7 @@ use simtree::workbench::Workbench;
 
 fn workbench(store: Option<Store>, cache_mb: usize) -> Arc<Workbench> {
     let lib = ScenarioLibrary::load_assets(&assets_dir().expect("assets")).expect("assets");
-    let limits = Limits {
-        max_trees: 100_000,
-        cache_bytes: cache_mb << 20,
-        ..Limits::default()
-    };
+    let limits = Limits { max_trees: 100_000, cache_bytes: cache_mb << 20, ..Limits::default() };
     let mut wb = Workbench::new(lib, Backend::Mock, limits);
     if let Some(s) = store {
         wb.setup().attach_store(s).expect("store");
@@ -61,11 +57,7 @@ fn heap_mb() -> f64 {
 
 /// Builds a chain of `n` single-turn advances; returns the total time and the node ids.
 async fn chain(wb: &Arc<Workbench>, n: usize) -> (Duration, u64, Vec<u64>) {
-    let tree = wb
-        .trees()
-        .create_tree("simple_chat", None, Default::default(), None)
-        .unwrap()
-        .id;
+    let tree = wb.trees().create_tree("simple_chat", None, Default::default(), None).unwrap().id;
     let mut node = 0;
     let mut ids = vec![0];
     let started = Instant::now();
@@ -93,9 +85,7 @@ async fn chain(wb: &Arc<Workbench>, n: usize) -> (Duration, u64, Vec<u64>) {
 }
 
 fn dir_bytes(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|d| d.flatten().filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum())
-        .unwrap_or(0)
+    std::fs::read_dir(dir).map(|d| d.flatten().filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum()).unwrap_or(0)
 }
 
 fn temp(name: &str) -> PathBuf {
@@ -127,20 +117,12 @@ fn copy_tree(store: &Store, from: u64, to: std::ops::Range<u64>) {
         row.id = t;
         store.write(Write::Tree(row));
         for n in &nodes {
-            store.write(Write::Node {
-                tree: t,
-                row: n.clone(),
-            });
+            store.write(Write::Node { tree: t, row: n.clone() });
         }
         for (id, state) in &states {
             let mine: Vec<_> = chunks.iter().filter(|c| c.0.0 == *id).cloned().collect();
             if let Some(data) = state {
-                store.write(Write::State {
-                    tree: t,
-                    node: *id,
-                    data: data.clone(),
-                    chunks: mine,
-                });
+                store.write(Write::State { tree: t, node: *id, data: data.clone(), chunks: mine });
             }
         }
         for (id, rows) in &logs {
@@ -180,10 +162,7 @@ async fn million_child(dir: &Path) {
         tokio::spawn(wb.upkeep().sweep_cache());
     }
     // `SIMTREE_BENCH_TREES=n` opens only the first n trees (to profile a shorter run).
-    let trees = std::env::var("SIMTREE_BENCH_TREES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(listed.len());
+    let trees = std::env::var("SIMTREE_BENCH_TREES").ok().and_then(|n| n.parse().ok()).unwrap_or(listed.len());
     let mut seed = 7u64;
     let t = Instant::now();
     for info in listed.iter().take(trees) {
@@ -245,20 +224,13 @@ async fn probe(dir: &Path) {
     for node in [5000u64, 5001, 9000, 2000] {
         handle.lock().evict(node);
     }
-    println!(
-        "evicted: heap {:.2} MB; counted {:.2} MB",
-        heap_mb() - h,
-        wb.upkeep().cache_bytes() as f64 / 1048576.0
-    );
+    println!("evicted: heap {:.2} MB; counted {:.2} MB", heap_mb() - h, wb.upkeep().cache_bytes() as f64 / 1048576.0);
 }
 
 async fn main_bench() {
     // `SIMTREE_BENCH_CHAIN_REPEAT=n`: the SQLite and ephemeral chains n times each, alternating
     // (their spread on a shared machine), then stop.
-    if let Some(n) = std::env::var("SIMTREE_BENCH_CHAIN_REPEAT")
-        .ok()
-        .and_then(|n| n.parse::<usize>().ok())
-    {
+    if let Some(n) = std::env::var("SIMTREE_BENCH_CHAIN_REPEAT").ok().and_then(|n| n.parse::<usize>().ok()) {
         // `SIMTREE_BENCH_CHAIN_KIND=sqlite|ephemeral|postgres`: only that one (to profile it alone).
         let kind = std::env::var("SIMTREE_BENCH_CHAIN_KIND").unwrap_or_default();
         chain(&workbench(None, 512), 200).await;
@@ -349,10 +321,7 @@ async fn main_bench() {
         let store = Store::open_sqlite(&dir).unwrap();
         drop(store);
     }
-    println!(
-        "bytes on disk for the 10,000-node chain: {:.1} MB",
-        dir_bytes(&dir) as f64 / 1e6
-    );
+    println!("bytes on disk for the 10,000-node chain: {:.1} MB", dir_bytes(&dir) as f64 / 1e6);
     let wb = workbench(Some(Store::open_sqlite(&dir).unwrap()), 512);
     let t = Instant::now();
     let handle = simtree::testing::tree(&wb, tree).unwrap();
@@ -383,10 +352,7 @@ async fn main_bench() {
         dir_bytes(&dir) as f64 / 1e6
     );
     let exe = std::env::current_exe().expect("bench executable");
-    let out = std::process::Command::new(exe)
-        .env("SIMTREE_BENCH_MILLION", &dir)
-        .output()
-        .expect("child");
+    let out = std::process::Command::new(exe).env("SIMTREE_BENCH_MILLION", &dir).output().expect("child");
     print!("{}", String::from_utf8_lossy(&out.stdout));
     eprint!("{}", String::from_utf8_lossy(&out.stderr));
     if std::env::var_os("SIMTREE_BENCH_KEEP").is_some() {
@@ -397,10 +363,7 @@ async fn main_bench() {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     if let Some(dir) = std::env::var_os("SIMTREE_BENCH_MILLION") {
         if std::env::var_os("SIMTREE_BENCH_PROBE").is_some() {
             rt.block_on(probe(Path::new(&dir)));

@@ -59,11 +59,9 @@ pub fn as_chat_completions(body: &Value) -> Value {
     fn text_of(content: &Value) -> String {
         match content {
             Value::String(s) => s.clone(),
-            Value::Array(parts) => parts
-                .iter()
-                .filter_map(|p| p["text"].as_str().or(p["content"].as_str()))
-                .collect::<Vec<_>>()
-                .join(""),
+            Value::Array(parts) => {
+                parts.iter().filter_map(|p| p["text"].as_str().or(p["content"].as_str())).collect::<Vec<_>>().join("")
+            }
             _ => String::new(),
         }
     }
@@ -93,23 +91,14 @@ pub fn simtree_bin() -> PathBuf {
         return p.into();
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
     target.join("debug").join("simtree")
 }
 
 /// The address in the server's first line: "simtree listening on http://ADDR" or, with a
 /// token, "… http://ADDR/?token=T".
 pub fn listening_address(line: &str) -> String {
-    line.trim()
-        .rsplit("http://")
-        .next()
-        .unwrap_or("")
-        .split('/')
-        .next()
-        .unwrap_or("")
-        .to_string()
+    line.trim().rsplit("http://").next().unwrap_or("").split('/').next().unwrap_or("").to_string()
 }
 
 /// A running `simtree serve` on 127.0.0.1:<free port>; killed on drop.
@@ -140,19 +129,11 @@ impl Server {
     /// before listening (a refused start). Its stderr is passed on to the test's as it comes.
     pub fn try_start_env(flags: &[&str], env: &[(&str, &str)]) -> Result<Server, String> {
         let bin = simtree_bin();
-        assert!(
-            bin.exists(),
-            "{} is missing: build it first (cargo xtask test does)",
-            bin.display()
-        );
+        assert!(bin.exists(), "{} is missing: build it first (cargo xtask test does)", bin.display());
         // Memory only unless the test names a store (the tests of durable trees do).
         let stored = flags.iter().any(|f| *f == "--data" || *f == "--database-url");
         // A test may name the address (a server another one's --advertise points at).
-        let addr: &[&str] = if flags.contains(&"--addr") {
-            &[]
-        } else {
-            &["--addr", "127.0.0.1:0"]
-        };
+        let addr: &[&str] = if flags.contains(&"--addr") { &[] } else { &["--addr", "127.0.0.1:0"] };
         let mut child = Command::new(&bin)
             .arg("serve")
             .args(addr)
@@ -189,12 +170,7 @@ impl Server {
             let said = said.lock().unwrap_or_else(|p| p.into_inner()).clone();
             return Err(format!("{status}; first line {line:?}; stderr:\n{said}"));
         }
-        Ok(Server {
-            child,
-            base: format!("http://{addr}"),
-            http: reqwest::Client::new(),
-            said,
-        })
+        Ok(Server { child, base: format!("http://{addr}"), http: reqwest::Client::new(), said })
     }
 
     /// What the server printed on stderr so far (its first 64 KiB).
@@ -212,10 +188,7 @@ impl Server {
             if said.contains(part) {
                 return said;
             }
-            assert!(
-                std::time::Instant::now() < until,
-                "the server did not say {part:?} within {within:?}:\n{said}"
-            );
+            assert!(std::time::Instant::now() < until, "the server did not say {part:?} within {within:?}:\n{said}");
             std::thread::sleep(Duration::from_millis(10));
         }
     }
@@ -323,14 +296,8 @@ impl Server {
 
     /// POST a body of any type (an export, a CSV) → (status, JSON body).
     pub async fn post_raw(&self, path: &str, content_type: &str, body: impl Into<reqwest::Body>) -> (u16, Value) {
-        let r = self
-            .http
-            .post(self.url(path))
-            .header("content-type", content_type)
-            .body(body)
-            .send()
-            .await
-            .expect("POST");
+        let r =
+            self.http.post(self.url(path)).header("content-type", content_type).body(body).send().await.expect("POST");
         let status = r.status().as_u16();
         (status, r.json().await.unwrap_or(Value::Null))
     }
@@ -355,29 +322,23 @@ impl Server {
     pub async fn connection(&self) -> Connection {
         let host = self.base.trim_start_matches("http://").to_string();
         let tcp = TcpStream::connect(&host).await.expect("connect");
-        let (send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
-            .await
-            .expect("HTTP/1.1 handshake");
+        let (send, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp)).await.expect("HTTP/1.1 handshake");
         tokio::spawn(conn);
         Connection { send, host }
     }
 
     /// Creates a tree of `scenario`; returns its id.
     pub async fn create(&self, scenario: &str) -> u64 {
-        let (status, body) = self
-            .post("/devui/simtree", &serde_json::json!({"scenario": scenario}))
-            .await;
+        let (status, body) = self.post("/devui/simtree", &serde_json::json!({"scenario": scenario})).await;
         assert_eq!(status, 200, "{body}");
         body["id"].as_u64().expect("tree id")
     }
 
     /// `POST …/advance` of `turns` turns from `parent`: the status and the reply.
     pub async fn post_advance(&self, tree: u64, parent: u64, turns: u64) -> (u16, Value) {
-        self.post(
-            &format!("/devui/simtree/{tree}/advance"),
-            &serde_json::json!({"parent": parent, "turns": turns}),
-        )
-        .await
+        self.post(&format!("/devui/simtree/{tree}/advance"), &serde_json::json!({"parent": parent, "turns": turns}))
+            .await
     }
 
     /// Starts an advance on its own task (its reply is the task's output), so the test can act
@@ -426,9 +387,7 @@ impl Server {
 
     /// Opens a WebSocket and performs the `ready` handshake.
     pub async fn watch(&self, path: &str) -> Watcher {
-        let (mut ws, _) = tokio_tungstenite::connect_async(self.ws_url(path))
-            .await
-            .expect("ws connect");
+        let (mut ws, _) = tokio_tungstenite::connect_async(self.ws_url(path)).await.expect("ws connect");
         ws.send(Message::Text("ready".into())).await.expect("ready");
         Watcher { ws }
     }
@@ -477,29 +436,16 @@ impl Connection {
     }
 
     async fn request(&mut self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-        self.send
-            .ready()
-            .await
-            .unwrap_or_else(|e| panic!("the held connection is open for {method} {path}: {e}"));
-        let mut req = hyper::Request::builder()
-            .method(method)
-            .uri(path)
-            .header("host", &self.host);
+        self.send.ready().await.unwrap_or_else(|e| panic!("the held connection is open for {method} {path}: {e}"));
+        let mut req = hyper::Request::builder().method(method).uri(path).header("host", &self.host);
         if body.is_some() {
             req = req.header("content-type", "application/json");
         }
-        let req = req
-            .body(body.map(Value::to_string).unwrap_or_default())
-            .expect("request");
-        let res = self
-            .send
-            .send_request(req)
-            .await
-            .expect("an answer on the held connection");
+        let req = req.body(body.map(Value::to_string).unwrap_or_default()).expect("request");
+        let res = self.send.send_request(req).await.expect("an answer on the held connection");
         let status = res.status().as_u16();
-        let bytes = axum::body::to_bytes(axum::body::Body::new(res.into_body()), usize::MAX)
-            .await
-            .expect("the answer's body");
+        let bytes =
+            axum::body::to_bytes(axum::body::Body::new(res.into_body()), usize::MAX).await.expect("the answer's body");
         (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
     }
 }
@@ -557,10 +503,7 @@ pub async fn finished_sweep(s: &Server, tree: u64, sweep: u64) -> Value {
         if table["pending"] == 0 {
             return table;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the sweep did not finish: {table}"
-        );
+        assert!(tokio::time::Instant::now() < deadline, "the sweep did not finish: {table}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -721,20 +664,13 @@ impl Postgres {
             })
             .filter(|b| b.join("initdb").exists())
             .expect("PostgreSQL is not installed (/usr/lib/postgresql/*/bin/initdb): run `cargo xtask setup`");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
         let dir = std::env::temp_dir().join(format!("simtree-pg-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("pg folder");
         let root = unsafe { libc::geteuid() } == 0;
         if root {
             // PostgreSQL refuses to run as root: its files belong to the `postgres` user.
-            let ok = Command::new("chown")
-                .args(["postgres:postgres"])
-                .arg(&dir)
-                .status()
-                .is_ok_and(|s| s.success());
+            let ok = Command::new("chown").args(["postgres:postgres"]).arg(&dir).status().is_ok_and(|s| s.success());
             assert!(ok, "chown of {} failed", dir.display());
         }
         let run = |tool: &str, args: &[&str]| {
@@ -755,38 +691,10 @@ impl Postgres {
         };
         let data = dir.join("data");
         let d = dir.to_string_lossy().to_string();
-        run(
-            "initdb",
-            &[
-                "-D",
-                &data.to_string_lossy(),
-                "-A",
-                "trust",
-                "-U",
-                "simtree",
-                "--no-sync",
-            ],
-        );
+        run("initdb", &["-D", &data.to_string_lossy(), "-A", "trust", "-U", "simtree", "--no-sync"]);
         let opts = format!("-p {port} -k {d} -c listen_addresses=127.0.0.1 -c fsync=off");
-        run(
-            "pg_ctl",
-            &[
-                "-D",
-                &data.to_string_lossy(),
-                "-l",
-                &format!("{d}/log"),
-                "-w",
-                "start",
-                "-o",
-                &opts,
-            ],
-        );
-        Postgres {
-            url: format!("postgres://simtree@127.0.0.1:{port}/postgres"),
-            dir,
-            bin,
-            opts,
-        }
+        run("pg_ctl", &["-D", &data.to_string_lossy(), "-l", &format!("{d}/log"), "-w", "start", "-o", &opts]);
+        Postgres { url: format!("postgres://simtree@127.0.0.1:{port}/postgres"), dir, bin, opts }
     }
 
     /// Runs `pg_ctl` on this instance's data (as the `postgres` user when root).
@@ -805,11 +713,7 @@ impl Postgres {
             .args(args)
             .output()
             .expect("run pg_ctl");
-        assert!(
-            out.status.success(),
-            "pg_ctl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "pg_ctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     }
 
     /// Restarts the database (`-m fast`: sessions are cut), as an operator or a crash would.
@@ -829,24 +733,10 @@ impl Postgres {
     /// Runs SQL statements with `psql` (stopping at the first error); their output.
     pub fn sql(&self, statements: &str) -> String {
         let out = Command::new(self.bin.join("psql"))
-            .args([
-                "-X",
-                "-q",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-At",
-                "-d",
-                &self.url,
-                "-c",
-                statements,
-            ])
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-At", "-d", &self.url, "-c", statements])
             .output()
             .expect("run psql");
-        assert!(
-            out.status.success(),
-            "psql {statements}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "psql {statements}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 }
@@ -862,9 +752,7 @@ impl Drop for Postgres {
         } else {
             Command::new(pg_ctl)
         };
-        let _ = cmd
-            .args(["-D", &data.to_string_lossy(), "-m", "immediate", "-w", "stop"])
-            .output();
+        let _ = cmd.args(["-D", &data.to_string_lossy(), "-m", "immediate", "-w", "stop"]).output();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -21,25 +21,15 @@ fn series(logs: &Value) -> Vec<(u64, Value)> {
 }
 
 async fn last(s: &Server, t: u64, n: u64) -> (u64, Value) {
-    series(&s.get(&format!("/devui/simtree/{t}/node/{n}/logs")).await.1)
-        .last()
-        .cloned()
-        .unwrap()
+    series(&s.get(&format!("/devui/simtree/{t}/node/{n}/logs")).await.1).last().cloned().unwrap()
 }
 
 #[tokio::test]
 async fn an_abm_tree_advances_branches_and_replicates() {
     let s = Server::start();
     let list = s.get("/api/scenarios").await.1;
-    assert!(
-        list.as_array()
-            .unwrap()
-            .iter()
-            .any(|x| x["id"] == "sir_network" && x["kind"] == "abm")
-    );
-    let (st, created) = s
-        .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 7}))
-        .await;
+    assert!(list.as_array().unwrap().iter().any(|x| x["id"] == "sir_network" && x["kind"] == "abm"));
+    let (st, created) = s.post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 7})).await;
     assert_eq!(st, 200, "{created}");
     let t = created["id"].as_u64().unwrap();
     let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
@@ -59,11 +49,7 @@ async fn an_abm_tree_advances_branches_and_replicates() {
     assert!(view.terminated.is_none() && view.pending.is_empty());
     let outline = view.outline();
     assert!(
-        outline
-            .global_variables
-            .iter()
-            .flatten()
-            .any(|g| g.name == "infectionRate"),
+        outline.global_variables.iter().flatten().any(|g| g.name == "infectionRate"),
         "the outline lists the model's globals: {:?}",
         outline.global_variables
     );
@@ -75,32 +61,17 @@ async fn an_abm_tree_advances_branches_and_replicates() {
     let (st, br) = s.post(&p("/branch"), &json!({"parent": base, "ops": [op]})).await;
     assert_eq!(st, 200, "{br}");
     let patched = br["child"].as_u64().unwrap();
-    let hot = s.post(&p("/advance"), &json!({"parent": patched, "turns": 10})).await.1["child"]
-        .as_u64()
-        .unwrap();
-    let same = s.post(&p("/advance"), &json!({"parent": base, "turns": 10})).await.1["child"]
-        .as_u64()
-        .unwrap();
-    let again = s.post(&p("/advance"), &json!({"parent": base, "turns": 10})).await.1["child"]
-        .as_u64()
-        .unwrap();
-    let (h, a, b) = (
-        last(&s, t, hot).await,
-        last(&s, t, same).await,
-        last(&s, t, again).await,
-    );
+    let hot = s.post(&p("/advance"), &json!({"parent": patched, "turns": 10})).await.1["child"].as_u64().unwrap();
+    let same = s.post(&p("/advance"), &json!({"parent": base, "turns": 10})).await.1["child"].as_u64().unwrap();
+    let again = s.post(&p("/advance"), &json!({"parent": base, "turns": 10})).await.1["child"].as_u64().unwrap();
+    let (h, a, b) = (last(&s, t, hot).await, last(&s, t, same).await, last(&s, t, again).await);
     assert_eq!(a, b, "continuing unchanged reproduces the run exactly");
     assert_ne!(h, a, "the patched branch diverges");
     let susceptible = |v: &(u64, Value)| v.1["globalVariable.susceptibleCount"].as_f64().unwrap();
-    assert!(
-        susceptible(&h) < susceptible(&a),
-        "fewer left susceptible with the higher rate"
-    );
+    assert!(susceptible(&h) < susceptible(&a), "fewer left susceptible with the higher rate");
 
     // Replicates: children of one parent with distinct seeds.
-    let (st, multi) = s
-        .post(&p("/advance_multi"), &json!({"parent": base, "turns": 10, "count": 3}))
-        .await;
+    let (st, multi) = s.post(&p("/advance_multi"), &json!({"parent": base, "turns": 10, "count": 3})).await;
     assert_eq!(st, 200, "{multi}");
     let mut ends = Vec::new();
     for c in multi["children"].as_array().unwrap() {
@@ -112,12 +83,7 @@ async fn an_abm_tree_advances_branches_and_replicates() {
 #[tokio::test]
 async fn generation_schema_and_validation_routes() {
     let s = Server::start();
-    let (st, gen_) = s
-        .post(
-            "/api/abm/generate",
-            &json!({"prompt": "a forest fire spreading on a grid"}),
-        )
-        .await;
+    let (st, gen_) = s.post("/api/abm/generate", &json!({"prompt": "a forest fire spreading on a grid"})).await;
     assert_eq!(st, 200);
     assert_eq!(gen_["success"], true, "{gen_}");
     assert!(gen_["model"]["agents"].is_array());

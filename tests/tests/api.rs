@@ -28,32 +28,20 @@ async fn every_route_answers_as_upstream() {
     // Upstream's `{id, root}`, with the metadata beside it.
     let (_, list) = s.get("/devui/simtree").await;
     let listed = list.as_array().unwrap().iter().find(|t| t["id"] == tree).unwrap();
-    assert_eq!(
-        (listed["root"].clone(), listed["scenario"].clone()),
-        (json!(0), json!("simple_chat"))
-    );
+    assert_eq!((listed["root"].clone(), listed["scenario"].clone()), (json!(0), json!("simple_chat")));
 
     let (st, adv) = s.post(&p("/advance"), &json!({"parent": 0, "turns": 2})).await;
     assert_eq!((st, &adv), (200, &json!({"child": 1})));
-    let (_, multi) = s
-        .post(&p("/advance_multi"), &json!({"parent": 1, "turns": 1, "count": 3}))
-        .await;
+    let (_, multi) = s.post(&p("/advance_multi"), &json!({"parent": 1, "turns": 1, "count": 3})).await;
     assert_eq!(ids(&multi["children"]), vec![2, 3, 4]);
-    let (_, none) = s
-        .post(&p("/advance_multi"), &json!({"parent": 1, "turns": 1, "count": 0}))
-        .await;
+    let (_, none) = s.post(&p("/advance_multi"), &json!({"parent": 1, "turns": 1, "count": 0})).await;
     assert_eq!(none, json!({"children": []}));
-    let (_, front) = s
-        .post(&p("/advance_frontier"), &json!({"turns": 1, "only_max_depth": true}))
-        .await;
+    let (_, front) = s.post(&p("/advance_frontier"), &json!({"turns": 1, "only_max_depth": true})).await;
     assert_eq!(ids(&front["children"]), vec![5, 6, 7]);
     let (_, chain) = s.post(&p("/advance_chain"), &json!({"parent": 5, "turns": 3})).await;
     assert_eq!(chain, json!({"child": 10}));
     let (_, br) = s
-        .post(
-            &p("/branch"),
-            &json!({"parent": 10, "ops": [{"op": "public_broadcast", "text": "Storm warning"}]}),
-        )
+        .post(&p("/branch"), &json!({"parent": 10, "ops": [{"op": "public_broadcast", "text": "Storm warning"}]}))
         .await;
     assert_eq!(br, json!({"child": 11}));
 
@@ -63,12 +51,7 @@ async fn every_route_answers_as_upstream() {
     assert_eq!(graph["edges"].as_array().unwrap().len(), 11);
     assert_eq!(graph["running"], json!([]));
     assert_eq!(ids(&graph["frontier"]), vec![11]);
-    assert!(
-        graph["edges"]
-            .as_array()
-            .unwrap()
-            .contains(&json!({"from": 10, "to": 11, "type": "public_event"}))
-    );
+    assert!(graph["edges"].as_array().unwrap().contains(&json!({"from": 10, "to": 11, "type": "public_event"})));
     // The columnar form is the same graph.
     let reply = reqwest::get(s.url(&p("/graph/columns"))).await.expect("GET columns");
     assert_eq!(reply.status(), 200);
@@ -78,10 +61,7 @@ async fn every_route_answers_as_upstream() {
 
     let summaries = s.get(&p("/summaries")).await.1;
     let s1 = &summaries[1];
-    assert_eq!(
-        (s1["id"].as_u64(), s1["turns"].as_u64(), s1["parent"].as_u64()),
-        (Some(1), Some(2), Some(0))
-    );
+    assert_eq!((s1["id"].as_u64(), s1["turns"].as_u64(), s1["parent"].as_u64()), (Some(1), Some(2), Some(0)));
     assert_eq!(s1["edges"][0]["ops"], json!([{"op": "advance", "turns": 1}]));
 
     let logs = s.get(&p("/node/11/logs")).await.1;
@@ -106,12 +86,7 @@ async fn every_route_answers_as_upstream() {
     assert_eq!(state, s.get(&p("/sim/11/state")).await.1);
     assert_eq!(state["agents"][0]["name"], "Host");
     let mem = state["agents"][1]["short_memory"].as_array().unwrap();
-    assert!(
-        mem.last().unwrap()["content"]
-            .as_str()
-            .unwrap()
-            .ends_with("Public Event: Storm warning")
-    );
+    assert!(mem.last().unwrap()["content"].as_str().unwrap().ends_with("Public Event: Storm warning"));
 
     assert_eq!(s.get(&p("/lca/11/4")).await.1, json!({"lca": 1}));
 
@@ -121,20 +96,12 @@ async fn every_route_answers_as_upstream() {
     let copy = imported["id"].as_u64().unwrap();
     assert_ne!(copy, tree);
     assert_eq!(s.get(&format!("/devui/simtree/{copy}/graph")).await.1, graph);
-    assert_eq!(
-        s.get(&format!("/devui/simtree/{copy}/node/11/logs")).await.1,
-        json!(logs)
-    );
+    assert_eq!(s.get(&format!("/devui/simtree/{copy}/node/11/logs")).await.1, json!(logs));
     assert_eq!(s.get(&format!("/devui/simtree/{copy}/export")).await.1, export);
 
     assert_eq!(s.delete(&p("/node/5")).await, (200, json!({"ok": true})));
     let graph = s.get(&p("/graph")).await.1;
-    let left: Vec<u64> = graph["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n["id"].as_u64().unwrap())
-        .collect();
+    let left: Vec<u64> = graph["nodes"].as_array().unwrap().iter().map(|n| n["id"].as_u64().unwrap()).collect();
     assert_eq!(left, vec![0, 1, 2, 3, 4, 6, 7]);
     assert_eq!(s.delete(&format!("/devui/simtree/{copy}")).await.0, 200);
     assert_eq!(s.get(&format!("/devui/simtree/{copy}/graph")).await.0, 404);
@@ -163,9 +130,7 @@ async fn errors_are_json_details_with_fitting_statuses() {
     let (st, body) = s.delete(&p("/node/0")).await;
     assert_eq!((st, detail(&body).as_str()), (409, "Cannot delete root node"));
 
-    let (st, body) = s
-        .post(&p("/branch"), &json!({"parent": 0, "ops": [{"op": "teleport"}]}))
-        .await;
+    let (st, body) = s.post(&p("/branch"), &json!({"parent": 0, "ops": [{"op": "teleport"}]})).await;
     assert_eq!((st, detail(&body).as_str()), (422, "ops[0]: Unknown op: teleport"));
     let bad_agent = json!({"parent": 0, "ops": [{"op": "agent_props_patch", "name": "Zed", "updates": {}}]});
     let (st, body) = s.post(&p("/branch"), &bad_agent).await;
@@ -187,10 +152,7 @@ async fn errors_are_json_details_with_fitting_statuses() {
     assert_eq!(st, 422, "{body}");
     assert_eq!(s.post("/devui/simtree", &json!({"scenario": "chess"})).await.0, 422);
     assert_eq!(s.post(&p("/advance"), &json!({"parent": 0, "turns": 51})).await.0, 422);
-    assert_eq!(
-        s.post(&p("/advance_multi"), &json!({"parent": 0, "count": 9})).await.0,
-        422
-    );
+    assert_eq!(s.post(&p("/advance_multi"), &json!({"parent": 0, "count": 9})).await.0, 422);
     let raw = s
         .http
         .post(s.url(&p("/advance")))
@@ -207,10 +169,7 @@ async fn errors_are_json_details_with_fitting_statuses() {
     // None of the failures above left a node behind or burnt an id.
     let graph = s.get(&p("/graph")).await.1;
     assert_eq!(graph["nodes"], json!([{"id": 0, "depth": 0, "status": "done"}]));
-    assert_eq!(
-        s.post(&p("/branch"), &json!({"parent": 0, "ops": []})).await.1,
-        json!({"child": 1})
-    );
+    assert_eq!(s.post(&p("/branch"), &json!({"parent": 0, "ops": []})).await.1, json!({"child": 1}));
 }
 
 #[tokio::test]
@@ -233,25 +192,17 @@ async fn tree_socket_streams_lifecycle_messages_in_order() {
     let kinds: Vec<&str> = msgs.iter().map(|m| m["type"].as_str().unwrap()).collect();
     // run_progress and delta (extensions: the offline mock shows its replies live to watchers)
     // come between run_start and run_finish, the last progress complete.
-    let upstream: Vec<&str> = kinds
-        .iter()
-        .copied()
-        .filter(|k| !["run_progress", "delta"].contains(k))
-        .collect();
+    let upstream: Vec<&str> = kinds.iter().copied().filter(|k| !["run_progress", "delta"].contains(k)).collect();
     assert!(kinds.contains(&"delta"), "{kinds:?}");
     assert_eq!(upstream, ["attached", "run_start", "run_finish"]);
     let progress: Vec<&Value> = msgs.iter().filter(|m| m["type"] == "run_progress").collect();
-    assert_eq!(
-        progress.last().map(|m| m["data"].clone()),
-        Some(json!({"node": 1, "done": 1, "total": 1}))
-    );
+    assert_eq!(progress.last().map(|m| m["data"].clone()), Some(json!({"node": 1, "done": 1, "total": 1})));
     assert_eq!(
         msgs[0]["data"],
         json!({"node": 1, "parent": 0, "depth": 1, "edge_type": "advance", "ops": [{"op": "advance", "turns": 1}]})
     );
 
-    s.post(&p("/advance_multi"), &json!({"parent": 1, "turns": 3, "count": 4}))
-        .await;
+    s.post(&p("/advance_multi"), &json!({"parent": 1, "turns": 3, "count": 4})).await;
     let mut running = BTreeSet::new();
     let mut max_running = 0;
     let mut finished = 0;
@@ -272,18 +223,12 @@ async fn tree_socket_streams_lifecycle_messages_in_order() {
             other => panic!("unexpected {other}"),
         }
     }
-    assert_eq!(
-        max_running, 4,
-        "all four children were announced running before any finished"
-    );
+    assert_eq!(max_running, 4, "all four children were announced running before any finished");
     assert!(running.is_empty());
     assert_eq!(s.get(&p("/graph")).await.1["running"], json!([]));
 
     let (_, br) = s
-        .post(
-            &p("/branch"),
-            &json!({"parent": 2, "ops": [{"op": "scene_state_patch", "updates": {"time": 0}}]}),
-        )
+        .post(&p("/branch"), &json!({"parent": 2, "ops": [{"op": "scene_state_patch", "updates": {"time": 0}}]}))
         .await;
     let m = w.next(T).await.unwrap();
     assert_eq!(m["type"], "attached");
@@ -291,10 +236,7 @@ async fn tree_socket_streams_lifecycle_messages_in_order() {
     assert_eq!(m["data"]["edge_type"], "scene_state");
 
     s.delete(&p("/node/1")).await;
-    assert_eq!(
-        w.next(T).await.unwrap(),
-        json!({"type": "deleted", "data": {"node": 1}})
-    );
+    assert_eq!(w.next(T).await.unwrap(), json!({"type": "deleted", "data": {"node": 1}}));
 }
 
 #[tokio::test]
@@ -359,16 +301,8 @@ async fn node_socket_streams_entries_and_a_slow_watcher_loses_none() {
     let logs = s.get(&p(&format!("/node/{node}/logs"))).await.1;
     let own: Vec<&Value> = logs.as_array().unwrap().iter().filter(|e| e["node"] == node).collect();
     for (who, msgs) in [("fast", &fast_msgs), ("slow", &slow_msgs)] {
-        assert!(
-            msgs.iter().all(|m| m["type"] != "resync"),
-            "the {who} watcher missed nothing"
-        );
-        assert!(
-            msgs.len() > 1000 && msgs.len() <= own.len(),
-            "{who}: {} of {}",
-            msgs.len(),
-            own.len()
-        );
+        assert!(msgs.iter().all(|m| m["type"] != "resync"), "the {who} watcher missed nothing");
+        assert!(msgs.len() > 1000 && msgs.len() <= own.len(), "{who}: {} of {}", msgs.len(), own.len());
         // What each watcher saw is every one of the node's own entries from its join, in order.
         let offset = own.len() - msgs.len();
         for (i, m) in msgs.iter().enumerate() {
@@ -401,10 +335,7 @@ async fn deleting_a_running_subtree_cancels_it_cleanly() {
     assert_eq!(graph["nodes"], json!([{"id": 0, "depth": 0, "status": "done"}]));
     assert_eq!(graph["running"], json!([]));
     // The server keeps serving.
-    assert_eq!(
-        s.post(&p("/advance"), &json!({"parent": 0, "turns": 1})).await.1,
-        json!({"child": 2})
-    );
+    assert_eq!(s.post(&p("/advance"), &json!({"parent": 0, "turns": 1})).await.1, json!({"child": 2}));
 }
 
 #[tokio::test]
@@ -425,20 +356,11 @@ async fn fifty_concurrent_clients_keep_the_tree_consistent() {
             };
             for _ in 0..6 {
                 let graph: Value = http.get(url("/graph")).send().await.unwrap().json().await.unwrap();
-                let nodes: Vec<u64> = graph["nodes"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|n| n["id"].as_u64().unwrap())
-                    .collect();
+                let nodes: Vec<u64> =
+                    graph["nodes"].as_array().unwrap().iter().map(|n| n["id"].as_u64().unwrap()).collect();
                 let pick = nodes[(next() as usize) % nodes.len()];
                 let r = match next() % 5 {
-                    0 => {
-                        http.post(url("/advance"))
-                            .json(&json!({"parent": pick, "turns": 1}))
-                            .send()
-                            .await
-                    }
+                    0 => http.post(url("/advance")).json(&json!({"parent": pick, "turns": 1})).send().await,
                     1 => {
                         http.post(url("/advance_multi"))
                             .json(&json!({"parent": pick, "turns": 1, "count": 2}))
@@ -490,16 +412,9 @@ async fn fifty_concurrent_clients_keep_the_tree_consistent() {
         }
         path.reverse();
         let position: HashMap<u64, usize> = path.iter().enumerate().map(|(i, n)| (*n, i)).collect();
-        let tags: Vec<usize> = logs
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| position[&e["node"].as_u64().unwrap()])
-            .collect();
-        assert!(
-            tags.windows(2).all(|w| w[0] <= w[1]),
-            "node {id}: entries out of path order"
-        );
+        let tags: Vec<usize> =
+            logs.as_array().unwrap().iter().map(|e| position[&e["node"].as_u64().unwrap()]).collect();
+        assert!(tags.windows(2).all(|w| w[0] <= w[1]), "node {id}: entries out of path order");
     }
 }
 
@@ -507,14 +422,7 @@ async fn fifty_concurrent_clients_keep_the_tree_consistent() {
 async fn malformed_bodies_never_give_a_server_error() {
     let s = Server::start();
     let tree = s.create("simple_chat").await;
-    let routes = [
-        "advance",
-        "advance_multi",
-        "advance_frontier",
-        "advance_chain",
-        "branch",
-        "replay",
-    ];
+    let routes = ["advance", "advance_multi", "advance_frontier", "advance_chain", "branch", "replay"];
     let bodies = [
         json!(null),
         json!([]),
@@ -557,11 +465,7 @@ async fn malformed_bodies_never_give_a_server_error() {
 /// wire is unknown to the shared type.
 fn typed<T: serde::de::DeserializeOwned + serde::Serialize>(what: &str, value: Value) -> T {
     let parsed: T = serde_json::from_value(value.clone()).unwrap_or_else(|e| panic!("{what}: {e}: {value}"));
-    assert_eq!(
-        serde_json::to_value(&parsed).unwrap(),
-        value,
-        "{what}: fields lost in parsing"
-    );
+    assert_eq!(serde_json::to_value(&parsed).unwrap(), value, "{what}: fields lost in parsing");
     parsed
 }
 
@@ -572,55 +476,32 @@ async fn every_reply_parses_into_its_shared_type() {
     typed::<OkReply>("health", s.get("/health").await.1);
     let scenarios = typed::<Vec<ScenarioSummary>>("scenarios", s.get("/api/scenarios").await.1);
     assert!(scenarios.iter().any(|x| x.kind == SimKind::Trading));
-    let created = typed::<TreeRef>(
-        "create",
-        s.post("/devui/simtree", &json!({"scenario": "council"})).await.1,
-    );
+    let created = typed::<TreeRef>("create", s.post("/devui/simtree", &json!({"scenario": "council"})).await.1);
     let p = |rest: &str| format!("/devui/simtree/{}{rest}", created.id);
     typed::<Vec<TreeInfo>>("list", s.get("/devui/simtree").await.1);
-    let run = typed::<RunReply>(
-        "advance",
-        s.post(&p("/advance"), &json!({"parent": 0, "turns": 2})).await.1,
-    );
-    typed::<RunReply>(
-        "advance_chain",
-        s.post(&p("/advance_chain"), &json!({"parent": run.child, "turns": 2}))
-            .await
-            .1,
-    );
+    let run = typed::<RunReply>("advance", s.post(&p("/advance"), &json!({"parent": 0, "turns": 2})).await.1);
+    typed::<RunReply>("advance_chain", s.post(&p("/advance_chain"), &json!({"parent": run.child, "turns": 2})).await.1);
     typed::<ChildrenReply>(
         "advance_multi",
-        s.post(&p("/advance_multi"), &json!({"parent": 0, "turns": 1, "count": 2}))
-            .await
-            .1,
+        s.post(&p("/advance_multi"), &json!({"parent": 0, "turns": 1, "count": 2})).await.1,
     );
     typed::<ChildrenReply>("advance_frontier", s.post(&p("/advance_frontier"), &json!({})).await.1);
     let branch = typed::<ChildReply>(
         "branch",
-        s.post(
-            &p("/branch"),
-            &json!({"parent": run.child, "ops": [{"op": "public_broadcast", "text": "x"}]}),
-        )
-        .await
-        .1,
+        s.post(&p("/branch"), &json!({"parent": run.child, "ops": [{"op": "public_broadcast", "text": "x"}]})).await.1,
     );
     typed::<RunReply>("replay", s.post(&p("/replay"), &json!({"node": run.child})).await.1);
     typed::<Graph>("graph", s.get(&p("/graph")).await.1);
     typed::<NotedGraph>("graph", s.get(&p("/graph")).await.1);
     typed::<Vec<Summary>>("summaries", s.get(&p("/summaries")).await.1);
     typed::<Vec<NotedSummary>>("summaries", s.get(&p("/summaries")).await.1);
-    typed::<LcaReply>(
-        "lca",
-        s.get(&p(&format!("/lca/{}/{}", run.child, branch.child))).await.1,
-    );
+    typed::<LcaReply>("lca", s.get(&p(&format!("/lca/{}/{}", run.child, branch.child))).await.1);
     typed::<NodeInfo>("info", s.get(&p(&format!("/node/{}/info", run.child))).await.1);
     typed::<UsageReply>("usage", s.get(&p("/usage")).await.1);
     typed::<NodeState>("state", s.get(&p(&format!("/node/{}/state", run.child))).await.1);
     typed::<NodeState>("sim state", s.get(&p(&format!("/sim/{}/state", run.child))).await.1);
     let view = typed::<NodeView>("view", s.get(&p(&format!("/node/{}/view", run.child))).await.1);
-    let NodeView::Social(social) = view else {
-        panic!("a council node's view is social: {view:?}")
-    };
+    let NodeView::Social(social) = view else { panic!("a council node's view is social: {view:?}") };
     assert_eq!(social.scene, "council_scene");
     assert!(social.state.is_object());
     let logs = s.get(&p(&format!("/node/{}/logs", branch.child))).await.1;

@@ -47,10 +47,7 @@ async fn a_failing_test_leaves_no_browser_running() {
         if left.is_empty() {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "still running after the test failed: {left:?}"
-        );
+        assert!(Instant::now() < deadline, "still running after the test failed: {left:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -151,11 +148,7 @@ async fn branching_with_each_op_kind_adds_an_edge_of_its_colour() {
         assert_eq!(line.attr("stroke").await.unwrap().as_deref(), Some(*colour), "{kind}");
     }
     let state = b.server.get(&format!("/devui/simtree/{t}/node/2/state")).await.1;
-    assert!(
-        state["agents"][1]["short_memory"]
-            .to_string()
-            .contains("a whispered rumour")
-    );
+    assert!(state["agents"][1]["short_memory"].to_string().contains("a whispered rumour"));
     b.finish("branch_op_kinds").await;
 }
 
@@ -168,16 +161,12 @@ async fn delete_removes_the_subtree_and_is_disabled_on_the_root() {
     advance(s, t, 0, 1).await;
     b.open_tree_of(t, 4).await;
     let delete = b.wait_css("#delete-btn").await;
-    assert!(
-        delete.attr("disabled").await.unwrap().is_some(),
-        "root selected: delete disabled"
-    );
+    assert!(delete.attr("disabled").await.unwrap().is_some(), "root selected: delete disabled");
     b.select_node(1).await;
     b.wait_selected(1).await;
     b.click("#delete-btn").await;
     // Nothing happens before the confirmation, which names what goes.
-    b.wait_text("#confirm-delete", "Delete node 1 and its subtree (2 nodes)?")
-        .await;
+    b.wait_text("#confirm-delete", "Delete node 1 and its subtree (2 nodes)?").await;
     assert_eq!(b.count("g.node").await, 4);
     b.click("#confirm-delete-yes").await;
     b.wait_count("g.node", 2).await;
@@ -213,27 +202,21 @@ async fn the_studio_agent_view_equals_the_servers_state_after_a_run() {
     b.wait_text("#events", "[1] Hello from Bob.").await;
     // The run may still be going (a watched mock run streams its replies): compare with the
     // state it ends with, not one read midway.
-    eventually(
-        async || match s.get(&format!("/devui/simtree/{t}/node/2/info")).await.1["status"] == "running" {
-            true => Err("node 2 never finished".to_string()),
-            false => Ok(()),
-        },
-    )
+    eventually(async || match s.get(&format!("/devui/simtree/{t}/node/2/info")).await.1["status"] == "running" {
+        true => Err("node 2 never finished".to_string()),
+        false => Ok(()),
+    })
     .await;
     let state = s.get(&format!("/devui/simtree/{t}/node/2/state")).await.1;
     for agent in ["Host", "Alice", "Bob"] {
         b.select("#agent-select", agent).await;
-        let expected: Vec<String> = state["agents"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|a| a["name"] == agent)
-            .unwrap()["short_memory"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| format!("[{}] {}", m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
-            .collect();
+        let expected: Vec<String> =
+            state["agents"].as_array().unwrap().iter().find(|a| a["name"] == agent).unwrap()["short_memory"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| format!("[{}] {}", m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+                .collect();
         eventually(async || {
             // One script reads every line at once: the list may be drawn
             // again between finding an item and reading it.
@@ -247,9 +230,7 @@ async fn the_studio_agent_view_equals_the_servers_state_after_a_run() {
                 .collect();
             match shown == expected {
                 true => Ok(()),
-                false => Err(format!(
-                    "{agent}: the view {shown:?} differs from the state {expected:?}"
-                )),
+                false => Err(format!("{agent}: the view {shown:?} differs from the state {expected:?}")),
             }
         })
         .await;
@@ -278,11 +259,7 @@ async fn switching_to_chinese_changes_the_labels() {
     b.click("#lang-zh").await;
     b.wait_text("#nav-home", "首页").await;
     b.wait_text("#lang-button", "中文").await;
-    let lang = b
-        .client
-        .execute("return document.documentElement.lang", vec![])
-        .await
-        .unwrap();
+    let lang = b.client.execute("return document.documentElement.lang", vec![]).await.unwrap();
     assert_eq!(lang, json!("zh-CN"));
     // The choice persists across a reload.
     b.client.refresh().await.unwrap();
@@ -297,22 +274,14 @@ async fn the_compare_view_shows_the_first_divergence() {
     let t = s.create("simple_chat").await;
     let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
     ok(s, &p("/advance"), json!({"parent": 0, "turns": 1})).await; // 1
-    ok(
-        s,
-        &p("/branch"),
-        json!({"parent": 1, "ops": [{"op": "public_broadcast", "text": "A storm is coming"}]}),
-    )
-    .await; // 2
+    ok(s, &p("/branch"), json!({"parent": 1, "ops": [{"op": "public_broadcast", "text": "A storm is coming"}]})).await; // 2
     ok(s, &p("/advance"), json!({"parent": 2, "turns": 1})).await; // 3
     ok(s, &p("/advance"), json!({"parent": 1, "turns": 1})).await; // 4
     b.open_tree_of(t, 5).await;
     b.select_node(3).await;
     b.compare_with(4).await;
     let summary = b.wait_text("#compare-summary", "Common ancestor: 1").await;
-    assert!(
-        summary.contains("3 ↔ 4") && summary.contains("First divergence: event 1"),
-        "{summary}"
-    );
+    assert!(summary.contains("3 ↔ 4") && summary.contains("First divergence: event 1"), "{summary}");
     // Read like a diff: the first events since the ancestor side by side, the divergence the
     // first event that differs (bookkeeping entries never are one).
     let left = b.text("#compare-rows .crow.diverge .left").await;
@@ -322,10 +291,8 @@ async fn the_compare_view_shows_the_first_divergence() {
     // events one row off); the events after it are side by side.
     assert_eq!(right, "", "the what-if alone");
     let next = b
-        .js(
-            "const r = document.querySelector('#compare-rows .crow.diverge + .crow');\
-             return [r.querySelector('.left').textContent, r.querySelector('.right').textContent];",
-        )
+        .js("const r = document.querySelector('#compare-rows .crow.diverge + .crow');\
+             return [r.querySelector('.left').textContent, r.querySelector('.right').textContent];")
         .await;
     assert!(
         next[0].as_str().is_some_and(|l| l.starts_with('[')) && next[1].as_str().is_some_and(|r| r.starts_with('[')),
@@ -337,8 +304,7 @@ async fn the_compare_view_shows_the_first_divergence() {
     b.click("#compare-bookkeeping").await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(b.count("#compare-rows .crow.internal").await > 0);
-    b.wait_text("#compare-rows .crow:not(.internal):not(.head) .left", "[")
-        .await;
+    b.wait_text("#compare-rows .crow:not(.internal):not(.head) .left", "[").await;
     b.finish("compare").await;
 }
 
@@ -373,9 +339,7 @@ async fn a_trading_node_shows_its_equity_curve_trades_and_compared_metrics() {
 async fn an_abm_node_plots_its_tracked_variables_overlaid_with_a_compared_node() {
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let (_, created) = s
-        .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 3}))
-        .await;
+    let (_, created) = s.post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 3})).await;
     let t = created["id"].as_u64().unwrap();
     let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
     ok(s, &p("/advance"), json!({"parent": 0, "turns": 20})).await; // 1
@@ -391,11 +355,7 @@ async fn an_abm_node_plots_its_tracked_variables_overlaid_with_a_compared_node()
     b.wait_count("#abm-chart polyline.series", 3).await;
     b.compare_with(4).await;
     b.wait_count("#abm-chart polyline.series", 6).await;
-    assert_eq!(
-        b.count("#abm-chart polyline.series[stroke-dasharray='5 3']").await,
-        3,
-        "the compared node is dashed"
-    );
+    assert_eq!(b.count("#abm-chart polyline.series[stroke-dasharray='5 3']").await, 3, "the compared node is dashed");
     b.finish("abm_view").await;
 }
 
@@ -437,8 +397,7 @@ async fn the_custom_op_editor_takes_a_trading_op_and_the_node_says_what_made_it(
     let Some(b) = Browser::start(&[]).await else { return };
     b.new_tree("llm_trader").await;
     b.choose_op("custom").await;
-    b.set_input("#op-json", r#"{"op": "portfolio_patch", "cash": 500000}"#)
-        .await;
+    b.set_input("#op-json", r#"{"op": "portfolio_patch", "cash": 500000}"#).await;
     b.apply_op().await;
     let edge = b.wait_css("line.edge[data-to='1']").await;
     assert_eq!(edge.attr("data-op").await.unwrap().as_deref(), Some("portfolio"));
@@ -448,12 +407,7 @@ async fn the_custom_op_editor_takes_a_trading_op_and_the_node_says_what_made_it(
         "trading ops have their own colour, not the social legend's"
     );
     b.wait_text("#node-made", "cash → 500,000").await;
-    let tip = b
-        .wait_css("g.node[data-id='1'] title")
-        .await
-        .prop("textContent")
-        .await
-        .unwrap();
+    let tip = b.wait_css("g.node[data-id='1'] title").await.prop("textContent").await.unwrap();
     assert!(tip.unwrap_or_default().contains("cash → 500,000"));
     b.wait_text(".legend", "portfolio").await;
     b.finish("custom_op_trading").await;
@@ -469,13 +423,8 @@ async fn the_viewer_shows_trading_decisions_and_abm_steps() {
     // The trader's memory reads as words (the reply's text and its decision, the tool's
     // message), with the JSON it exchanged on hover.
     let memory = b.wait_text("#agent-memory", "→ submit_decision: ").await;
-    assert!(
-        !memory.contains("tool_calls"),
-        "raw JSON in the trader's memory: {memory}"
-    );
-    let raw = b
-        .js("return document.querySelector(\"#agent-memory li[data-role='assistant']\").title")
-        .await;
+    assert!(!memory.contains("tool_calls"), "raw JSON in the trader's memory: {memory}");
+    let raw = b.js("return document.querySelector(\"#agent-memory li[data-role='assistant']\").title").await;
     assert!(raw.as_str().unwrap_or_default().contains("\"tool_calls\""), "{raw}");
     let (_, created) = s.post("/devui/simtree", &json!({"scenario": "sir_network"})).await;
     let a = created["id"].as_u64().unwrap();
@@ -515,10 +464,7 @@ async fn fit_shows_every_node_of_a_wide_tree_clear_of_the_minimap_and_zoom_keeps
     // (Whole pixels: a WheelEvent's clientX is an integer, and a sub-pixel offset grows with
     // every step.)
     let before = b.rect("g.node[data-id='120'] circle").await;
-    let (cx, cy) = (
-        ((before[0] + before[2]) / 2.0).round(),
-        ((before[1] + before[3]) / 2.0).round(),
-    );
+    let (cx, cy) = (((before[0] + before[2]) / 2.0).round(), ((before[1] + before[3]) / 2.0).round());
     for _ in 0..2 {
         b.js(&format!(
             "document.querySelector(\"g.node[data-id='120'] circle\").dispatchEvent(new WheelEvent('wheel', {{clientX: {cx}, clientY: {cy}, deltaY: -200, bubbles: true, cancelable: true}}));"
@@ -528,10 +474,7 @@ async fn fit_shows_every_node_of_a_wide_tree_clear_of_the_minimap_and_zoom_keeps
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = b.rect("g.node[data-id='120'] circle").await;
     let (ax, ay) = ((after[0] + after[2]) / 2.0, (after[1] + after[3]) / 2.0);
-    assert!(
-        (ax - cx).abs() < 3.0 && (ay - cy).abs() < 3.0,
-        "node 120 moved from ({cx},{cy}) to ({ax},{ay})"
-    );
+    assert!((ax - cx).abs() < 3.0 && (ay - cy).abs() < 3.0, "node 120 moved from ({cx},{cy}) to ({ax},{ay})");
     b.finish("wide_tree_fit").await;
 }
 
@@ -547,10 +490,7 @@ async fn a_fitted_tree_stays_below_the_graph_toolbar_in_the_narrow_studio_pane()
     let tools = b.rect(".graph-tools").await;
     let root = b.rect("g.node[data-id='0'] circle").await;
     let pane = b.rect("svg#graph").await;
-    assert!(
-        root[1] >= tools[3],
-        "the root {root:?} reaches into the toolbar {tools:?}"
-    );
+    assert!(root[1] >= tools[3], "the root {root:?} reaches into the toolbar {tools:?}");
     assert!(root[3] <= pane[3], "the root {root:?} is below the pane {pane:?}");
     b.finish("studio_fit_below_toolbar").await;
 }
@@ -567,10 +507,7 @@ async fn running_thirteen_leaves_makes_one_toast_in_the_status_bar() {
     assert_eq!(b.count(".toast").await, 1, "one toast per batch");
     let toast = b.rect(".toast").await;
     let side = b.rect(".side").await;
-    assert!(
-        toast[1] >= side[3] - 1.0,
-        "the toast sits below the panels, not over them"
-    );
+    assert!(toast[1] >= side[3] - 1.0, "the toast sits below the panels, not over them");
     b.finish("toast_batch").await;
 }
 
@@ -594,18 +531,14 @@ async fn advance_cannot_fire_twice_and_the_view_follows_the_new_child() {
     let Some(b) = Browser::start(&[]).await else { return };
     b.new_tree("simple_chat").await;
     b.set_input("#steps-input", "30").await;
-    b.js("const a = document.querySelector('#advance-btn'); a.click(); a.click();")
-        .await;
+    b.js("const a = document.querySelector('#advance-btn'); a.click(); a.click();").await;
     b.wait_selected(1).await;
     b.wait_count("g.node.running", 0).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(b.count("g.node").await, 2, "a double click made one run");
     let svg = b.rect("svg#graph").await;
     let n = b.rect("g.node[data-id='1']").await;
-    assert!(
-        n[0] >= svg[0] && n[2] <= svg[2] && n[1] >= svg[1] && n[3] <= svg[3],
-        "the new child is in view"
-    );
+    assert!(n[0] >= svg[0] && n[2] <= svg[2] && n[1] >= svg[1] && n[3] <= svg[3], "the new child is in view");
     b.finish("busy_follow").await;
 }
 
@@ -615,9 +548,8 @@ async fn an_unknown_tree_is_not_found_and_a_stopped_server_shows_a_banner() {
     b.open("/simtree/999").await;
     b.wait_css("#not-found").await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let polls = b
-        .js("return performance.getEntriesByType('resource').filter(e => e.name.includes('/graph')).length")
-        .await;
+    let polls =
+        b.js("return performance.getEntriesByType('resource').filter(e => e.name.includes('/graph')).length").await;
     assert_eq!(polls, json!(1), "no polling of a tree that does not exist");
     let t = b.server.create("simple_chat").await;
     b.open(&format!("/simtree/{t}")).await;
@@ -625,10 +557,7 @@ async fn an_unknown_tree_is_not_found_and_a_stopped_server_shows_a_banner() {
     b.server.stop();
     b.wait_text("#offline-banner", "not reachable").await;
     let body = b.js("return document.body.innerText").await.to_string();
-    assert!(
-        !body.contains("wasm") && !body.contains("TypeError"),
-        "no raw exception: {body}"
-    );
+    assert!(!body.contains("wasm") && !body.contains("TypeError"), "no raw exception: {body}");
     b.finish("server_down").await;
 }
 
@@ -660,12 +589,7 @@ async fn an_empty_plan_asks_first_and_compare_names_its_columns_and_clears() {
 async fn a_finished_episode_says_so_instead_of_advancing_and_the_title_names_the_tree() {
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let made = ok(
-        s,
-        "/devui/simtree",
-        json!({"scenario": "buy_and_hold", "name": "bh-run"}),
-    )
-    .await;
+    let made = ok(s, "/devui/simtree", json!({"scenario": "buy_and_hold", "name": "bh-run"})).await;
     let t = made["id"].as_u64().unwrap();
     advance(s, t, 0, 1000).await;
     b.open_tree_of(t, 2).await;
@@ -683,11 +607,7 @@ async fn a_finished_episode_says_so_instead_of_advancing_and_the_title_names_the
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert_eq!(title, "bh-run — simtree");
-    assert_eq!(
-        b.count("#usage").await,
-        0,
-        "no 'LLM: 0 calls' line for a run without calls"
-    );
+    assert_eq!(b.count("#usage").await, 0, "no 'LLM: 0 calls' line for a run without calls");
     b.finish("finished_episode").await;
 }
 
@@ -706,8 +626,7 @@ async fn stick_to_bottom_holds_on_first_load_and_chinese_has_no_english_leftover
         .await;
     assert!(gap.as_f64().unwrap_or(99.0) < 4.0, "events not at the bottom: {gap}");
     b.to_chinese().await;
-    b.assert_no_english("main", &["Advance", "Ops", "Node details", "Stop", "Cancel", "Seed"])
-        .await;
+    b.assert_no_english("main", &["Advance", "Ops", "Node details", "Stop", "Cancel", "Seed"]).await;
     b.finish("stick_and_zh").await;
 }
 
@@ -728,23 +647,14 @@ async fn trading_and_abm_details_are_chinese_in_chinese() {
     // A trading tree's advance counts decisions.
     b.wait_text("g.node[data-id='1'] text.nop", "+3 决策").await;
     b.wait_text("#node-made", "+3 决策").await;
-    let words = [
-        "decision points",
-        "strategy",
-        "buy & hold",
-        "total return",
-        "max drawdown",
-        "price",
-        "done",
-    ];
+    let words = ["decision points", "strategy", "buy & hold", "total return", "max drawdown", "price", "done"];
     b.assert_no_english("main", &words).await;
     // The language is kept: the model's page opens in Chinese.
     b.open(&format!("/simtree/{a}")).await;
     b.wait_css("g.node[data-id='1']").await;
     b.select_node(1).await;
     b.wait_text("#abm-view", "拓扑").await;
-    b.assert_no_english("#abm-view", &["topology", "globals", "seed", "step"])
-        .await;
+    b.assert_no_english("#abm-view", &["topology", "globals", "seed", "step"]).await;
     b.finish("trading_abm_zh").await;
 }
 
@@ -772,17 +682,14 @@ async fn the_kind_editors_build_trading_abm_and_scene_ops_from_forms() {
     assert_eq!(date, "2012-06-01", "the date starts at the node's next decision");
     b.set_input("#op-content", "Apple recalls phones").await;
     b.apply_op().await;
-    b.wait_text("#node-made", "news: '2012-06-01 Apple recalls phones'")
-        .await;
+    b.wait_text("#node-made", "news: '2012-06-01 Apple recalls phones'").await;
     b.choose_op("agent_swap").await;
     b.select("#op-agent-kind", "mean_reversion").await;
     b.set_input("#op-band", "1.5").await;
     b.apply_op().await;
     b.wait_text("#node-made", "agent → mean_reversion").await;
     // ABM: the global's declared type and current value, then an agent attribute.
-    let (_, created) = s
-        .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 3}))
-        .await;
+    let (_, created) = s.post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 3})).await;
     let a = created["id"].as_u64().unwrap();
     advance(s, a, 0, 3).await;
     b.open_tree_of(a, 2).await;
@@ -792,10 +699,7 @@ async fn the_kind_editors_build_trading_abm_and_scene_ops_from_forms() {
     b.select("#op-field", "infectedCount").await;
     b.wait_text("#op-field-now", "now: ").await;
     let now = b.wait_text("#op-field-now", "now").await;
-    assert!(
-        !now.contains("initial"),
-        "a tracked global shows the last step's value: {now}"
-    );
+    assert!(!now.contains("initial"), "a tracked global shows the last step's value: {now}");
     b.select("#op-field", "infectionRate").await;
     b.wait_text("#op-field-now", "0.05").await;
     b.set_input("#op-value", "high").await;
@@ -856,18 +760,10 @@ async fn data_goes_out_as_files_and_an_export_comes_back_in_from_the_tree_browse
     b.wait_text(&format!("{row} .scenario"), "llm_trader").await;
     b.wait_text(&format!("{row} .nodes"), "2").await;
     // A refused import says why, in the server's words.
-    b.wait_css("#import-file")
-        .await
-        .send_keys(bad.to_str().unwrap())
-        .await
-        .unwrap();
+    b.wait_css("#import-file").await.send_keys(bad.to_str().unwrap()).await.unwrap();
     let err = b.wait_text("#import-error", "(4").await;
     assert!(!err.contains("{\""), "the detail, not raw JSON: {err}");
-    b.wait_css("#import-file")
-        .await
-        .send_keys(path.to_str().unwrap())
-        .await
-        .unwrap();
+    b.wait_css("#import-file").await.send_keys(path.to_str().unwrap()).await.unwrap();
     b.wait_count("g.node", 2).await;
     let url = b.client.current_url().await.unwrap();
     let imported: u64 = url.path().rsplit('/').next().unwrap().parse().unwrap();
@@ -876,13 +772,8 @@ async fn data_goes_out_as_files_and_an_export_comes_back_in_from_the_tree_browse
     b.open("/").await;
     let row = format!("#tree-browser tr.tree-row[data-id='{imported}']");
     b.click(&format!("{row} .delete-tree")).await;
-    b.wait_text(&format!("{row} .confirm"), &format!("Delete tree {imported}"))
-        .await;
-    assert_eq!(
-        s.get(&format!("/devui/simtree/{imported}/graph")).await.0,
-        200,
-        "not before the confirmation"
-    );
+    b.wait_text(&format!("{row} .confirm"), &format!("Delete tree {imported}")).await;
+    assert_eq!(s.get(&format!("/devui/simtree/{imported}/graph")).await.0, 200, "not before the confirmation");
     b.click(&format!("{row} .confirm-delete-tree")).await;
     b.wait_count(&row, 0).await;
     assert_eq!(s.get(&format!("/devui/simtree/{imported}/graph")).await.0, 404);
@@ -900,38 +791,22 @@ async fn charts_have_axes_legends_naming_their_nodes_and_a_hover_readout() {
     // The value axis: several ticks, numbers with grouped thousands; the time axis: dates.
     let y = b.texts("#equity-chart .y-tick").await;
     assert!(y.len() >= 3, "value ticks: {y:?}");
-    assert!(
-        y.iter().all(|l| l.replace(',', "").parse::<f64>().is_ok()),
-        "ticks are numbers: {y:?}"
-    );
-    assert!(
-        y.iter().any(|l| l.contains(',')),
-        "an equity in the millions is grouped: {y:?}"
-    );
+    assert!(y.iter().all(|l| l.replace(',', "").parse::<f64>().is_ok()), "ticks are numbers: {y:?}");
+    assert!(y.iter().any(|l| l.contains(',')), "an equity in the millions is grouped: {y:?}");
     let x = b.texts("#equity-chart .x-tick").await;
-    assert!(
-        x.len() >= 2 && x.iter().all(|d| d.len() == 10 && d.starts_with("20")),
-        "date ticks: {x:?}"
-    );
+    assert!(x.len() >= 2 && x.iter().all(|d| d.len() == 10 && d.starts_with("20")), "date ticks: {x:?}");
     b.wait_text("#trading-view .chart-legend", "strategy").await;
     b.wait_text("#trading-view .chart-legend", "buy & hold").await;
     // Hover over the middle of the plot: a cursor with a dot per series and the values in words.
-    b.js(
-        "const r = document.querySelector('#equity-chart').getBoundingClientRect();
+    b.js("const r = document.querySelector('#equity-chart').getBoundingClientRect();
          document.querySelector('#equity-chart').dispatchEvent(new MouseEvent('mousemove',
-           {clientX: r.left + r.width * 0.6, clientY: r.top + r.height / 2, bubbles: true}));",
-    )
-    .await;
+           {clientX: r.left + r.width * 0.6, clientY: r.top + r.height / 2, bubbles: true}));")
+        .await;
     let readout = b.wait_text("#equity-chart-readout", "strategy").await;
-    assert!(
-        readout.starts_with("20") && readout.contains("buy & hold"),
-        "the date and both values: {readout}"
-    );
+    assert!(readout.starts_with("20") && readout.contains("buy & hold"), "the date and both values: {readout}");
     assert_eq!(b.count("#equity-chart .cursor circle").await, 2);
     // ABM: step ticks, and the legend names the node of each line once another is compared.
-    let (_, created) = s
-        .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 3}))
-        .await;
+    let (_, created) = s.post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 3})).await;
     let a = created["id"].as_u64().unwrap();
     let p = |rest: &str| format!("/devui/simtree/{a}{rest}");
     ok(s, &p("/advance"), json!({"parent": 0, "turns": 8})).await; // 1
@@ -943,10 +818,7 @@ async fn charts_have_axes_legends_naming_their_nodes_and_a_hover_readout() {
     b.wait_css("#abm-chart polyline.series").await;
     b.wait_text("#abm-view .chart-legend", "(#2)").await;
     let steps = b.texts("#abm-chart .x-tick").await;
-    assert!(
-        steps.len() >= 2 && steps.iter().all(|s| s.parse::<u64>().is_ok()),
-        "step ticks: {steps:?}"
-    );
+    assert!(steps.len() >= 2 && steps.iter().all(|s| s.parse::<u64>().is_ok()), "step ticks: {steps:?}");
     b.compare_with(1).await;
     b.wait_text("#abm-view .chart-legend", "(#1)").await;
     // For the screenshot: the chart in view with its read-out.
@@ -973,25 +845,14 @@ async fn the_tree_browser_shows_each_trees_metadata_and_renames_in_place() {
     let row = format!("#tree-browser tr.tree-row[data-id='{t}']");
     let name = info(t)["name"].as_str().unwrap().to_string();
     b.wait_text(&format!("{row} .tree-name .name"), &name).await;
-    b.wait_text(&format!("{row} .scenario"), info(t)["scenario"].as_str().unwrap())
-        .await;
+    b.wait_text(&format!("{row} .scenario"), info(t)["scenario"].as_str().unwrap()).await;
     b.wait_text(&format!("{row} .kind"), "trading").await;
     b.wait_text(&format!("{row} .nodes"), "2").await;
     b.wait_text(&format!("{row} .created"), "just now").await;
     b.wait_text(&format!("{row} .activity"), "just now").await;
-    let title = b
-        .wait_css(&format!("{row} .created"))
-        .await
-        .attr("title")
-        .await
-        .unwrap()
-        .unwrap_or_default();
+    let title = b.wait_css(&format!("{row} .created")).await.attr("title").await.unwrap().unwrap_or_default();
     assert!(title.ends_with("UTC"), "the full time in the tooltip: {title}");
-    b.wait_text(
-        &format!("#tree-browser tr.tree-row[data-id='{a}'] .kind"),
-        "agent-based",
-    )
-    .await;
+    b.wait_text(&format!("#tree-browser tr.tree-row[data-id='{a}'] .kind"), "agent-based").await;
     // Rename in place: a blank name is refused in the server's words, a real one sticks.
     b.click(&format!("{row} .rename-tree")).await;
     b.set_input(&format!("{row} .rename-input"), "   ").await;
@@ -1019,16 +880,9 @@ async fn the_abm_agent_id_is_picked_from_the_nodes_agents_or_typed() {
     b.wait_css("#op-agent-pick option[value='7']").await;
     let (_, view) = b.server.get(&format!("/devui/simtree/{a}/node/1/view")).await;
     assert!(view["model"].is_object());
-    assert_eq!(
-        b.count("#op-agent-pick option").await,
-        1 + 1000,
-        "\"all\" and every agent"
-    );
+    assert_eq!(b.count("#op-agent-pick option").await, 1 + 1000, "\"all\" and every agent");
     let seventh = b.text("#op-agent-pick option[value='7']").await;
-    assert!(
-        ["S", "I", "R"].iter().any(|v| seventh.ends_with(v)),
-        "the agent's status: {seventh}"
-    );
+    assert!(["S", "I", "R"].iter().any(|v| seventh.ends_with(v)), "the agent's status: {seventh}");
     b.select("#op-agent-pick", "7").await;
     let typed = b.value_of("#op-agent-id").await;
     assert_eq!(typed, "7", "the pick fills the id");
@@ -1077,24 +931,14 @@ async fn two_level_tree(s: &Server, n: u64) -> u64 {
     let t = s.create("simple_chat").await;
     let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
     let width = (n as f64).sqrt().ceil() as u64;
-    let first = ok(
-        s,
-        &p("/advance_multi"),
-        json!({"parent": 0, "turns": 0, "count": width}),
-    )
-    .await;
+    let first = ok(s, &p("/advance_multi"), json!({"parent": 0, "turns": 0, "count": width})).await;
     let mut made = 1 + width;
     for parent in first["children"].as_array().unwrap() {
         let count = (n - made).min(width);
         if count == 0 {
             break;
         }
-        ok(
-            s,
-            &p("/advance_multi"),
-            json!({"parent": parent, "turns": 0, "count": count}),
-        )
-        .await;
+        ok(s, &p("/advance_multi"), json!({"parent": parent, "turns": 0, "count": count})).await;
         made += count;
     }
     t
@@ -1157,14 +1001,7 @@ async fn watch_first_render(client: &Client, port: u16, n: u64) -> Result<(), St
            new MutationObserver(check).observe(document, {{ subtree: true, childList: true, attributes: true, characterData: true }});
          }})();"
     );
-    cdp(
-        client,
-        port,
-        "Page.addScriptToEvaluateOnNewDocument",
-        json!({ "source": source }),
-    )
-    .await
-    .map(drop)
+    cdp(client, port, "Page.addScriptToEvaluateOnNewDocument", json!({ "source": source })).await.map(drop)
 }
 
 /// Opens `url` in `client`, which [`watch_first_render`] watches, and times its first render:
@@ -1185,28 +1022,15 @@ async fn first_render(client: &Client, url: &str) -> Result<Load, String> {
                  graph ? graph.responseEnd : -1, marks]);
          };
          wait();";
-    let v = client
-        .execute_async(script, vec![])
-        .await
-        .map_err(|e| format!("first render of {url}: {e}"))?;
+    let v = client.execute_async(script, vec![]).await.map_err(|e| format!("first render of {url}: {e}"))?;
     let at = |i: usize| v[i].as_f64().unwrap_or(f64::NAN);
     let marks = v[4]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|m| {
-            (
-                m[0].as_str().unwrap_or("?").to_string(),
-                m[1].as_f64().unwrap_or(f64::NAN),
-            )
-        })
+        .map(|m| (m[0].as_str().unwrap_or("?").to_string(), m[1].as_f64().unwrap_or(f64::NAN)))
         .collect();
-    Ok(Load {
-        first_render: at(0),
-        wasm: at(1),
-        graph: (at(2), at(3)),
-        marks,
-    })
+    Ok(Load { first_render: at(0), wasm: at(1), graph: (at(2), at(3)), marks })
 }
 
 /// Times loads of `url` in a new Chromium with a fresh profile: the first is cold, the `warm`
@@ -1303,17 +1127,8 @@ async fn frame_deltas(client: &Client, mode: &str) -> (Vec<f64>, Vec<f64>) {
          }};
          requestAnimationFrame(frame);"
     );
-    let v = client
-        .execute_async(&script, vec![])
-        .await
-        .unwrap_or_else(|e| panic!("{mode} frames: {e}"));
-    let list = |i: usize| {
-        v[i].as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_f64)
-            .collect()
-    };
+    let v = client.execute_async(&script, vec![]).await.unwrap_or_else(|e| panic!("{mode} frames: {e}"));
+    let list = |i: usize| v[i].as_array().into_iter().flatten().filter_map(Value::as_f64).collect();
     (list(0), list(1))
 }
 
@@ -1355,8 +1170,7 @@ async fn input_to_frame(b: &Browser, mode: &str) -> (Vec<f64>, Vec<f64>) {
                "buttons": buttons, "clickCount": if kind == "mouseMoved" { 0 } else { 1 }})
     };
     if mode == "pan" {
-        b.cdp("Input.dispatchMouseEvent", mouse("mousePressed", cx, cy, 1))
-            .await;
+        b.cdp("Input.dispatchMouseEvent", mouse("mousePressed", cx, cy, 1)).await;
     }
     for i in 0..60 {
         let step = f64::from(i % 30);
@@ -1368,20 +1182,13 @@ async fn input_to_frame(b: &Browser, mode: &str) -> (Vec<f64>, Vec<f64>) {
         b.cdp("Input.dispatchMouseEvent", event).await;
     }
     if mode == "pan" {
-        b.cdp("Input.dispatchMouseEvent", mouse("mouseReleased", cx, cy, 0))
-            .await;
+        b.cdp("Input.dispatchMouseEvent", mouse("mouseReleased", cx, cy, 0)).await;
     }
     b.js("window.__on = false;").await;
     // The last events' frames.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let v = b.js("return [window.__lat, window.__frames];").await;
-    let list = |i: usize| {
-        v[i].as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_f64)
-            .collect::<Vec<f64>>()
-    };
+    let list = |i: usize| v[i].as_array().into_iter().flatten().filter_map(Value::as_f64).collect::<Vec<f64>>();
     (list(0), list(1))
 }
 
@@ -1450,11 +1257,7 @@ async fn ui_bench() {
         .ok()
         .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![250, 2_000, 5_000, 20_000, 100_000]);
-    let cold = std::env::var("SIMTREE_UI_BENCH_COLD")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3_usize)
-        .max(1);
+    let cold = std::env::var("SIMTREE_UI_BENCH_COLD").ok().and_then(|v| v.parse().ok()).unwrap_or(3_usize).max(1);
     let mut table = vec![
         "| tree | first render, cold (median) | warm | pan, script-fed: frame (p95) | work | pan, input pipeline: input → frame (p95) | frame | wheel zoom, input → frame (p95) | frame |".to_string(),
         "|---|---|---|---|---|---|---|---|---|".to_string(),
@@ -1495,11 +1298,7 @@ async fn ui_bench() {
             }
             times.sort_by(f64::total_cmp);
             let mid = times.len() / 2;
-            let median = if times.len() % 2 == 0 {
-                (times[mid - 1] + times[mid]) / 2.0
-            } else {
-                times[mid]
-            };
+            let median = if times.len() % 2 == 0 { (times[mid - 1] + times[mid]) / 2.0 } else { times[mid] };
             println!(
                 "ui-bench:   {kind}: median {median:.0} ms, {:.0}–{:.0} ms over {} loads",
                 times[0],
@@ -1553,10 +1352,7 @@ async fn ui_bench() {
 #[tokio::test]
 async fn a_sweep_started_from_the_form_fills_its_table_and_charts_live() {
     let Some(b) = Browser::start(&[]).await else { return };
-    let (st, created) = b
-        .server
-        .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 7}))
-        .await;
+    let (st, created) = b.server.post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 7})).await;
     assert_eq!(st, 200, "{created}");
     let t = created["id"].as_u64().unwrap();
     b.open_tree(t).await;
@@ -1569,8 +1365,7 @@ async fn a_sweep_started_from_the_form_fills_its_table_and_charts_live() {
     b.set_input("#sweep-replicates", "2").await;
 
     // A reduction the server does not know: its 422 shows in place and nothing is made.
-    b.set_input("#sweep-metrics", "peak = maximum:globalVariable.infectedCount")
-        .await;
+    b.set_input("#sweep-metrics", "peak = maximum:globalVariable.infectedCount").await;
     b.click("#sweep-start").await;
     let refusal = b.wait_text("#sweep-error", "metrics.peak").await;
     assert!(!refusal.contains("422"), "the server's words, not a status: {refusal}");
@@ -1582,19 +1377,14 @@ async fn a_sweep_started_from_the_form_fills_its_table_and_charts_live() {
     b.wait_text("#sweep-error", "Replicates").await;
 
     b.set_input("#sweep-replicates", "2").await;
-    b.set_input("#sweep-metrics", "peak = max:globalVariable.infectedCount")
-        .await;
+    b.set_input("#sweep-metrics", "peak = max:globalVariable.infectedCount").await;
     // The cost of what the form describes shows before it is started, its basis on hover.
     b.wait_text("#sweep-estimate", "0 calls").await;
     let basis = b.wait_css("#sweep-estimate").await.attr("title").await.unwrap();
     assert!(basis.is_some_and(|t| !t.is_empty()), "the basis is the tooltip");
     b.click("#sweep-start").await;
     b.wait_count("#sweep-table tr[data-cell]", 2).await;
-    assert_eq!(
-        b.count("#sweep-error").await,
-        0,
-        "the error is gone once a sweep starts"
-    );
+    assert_eq!(b.count("#sweep-error").await, 0, "the error is gone once a sweep starts");
     if let Ok(png) = b.client.screenshot().await {
         let _ = std::fs::write(screenshots().join("sweep_running.png"), png);
     }
@@ -1602,21 +1392,12 @@ async fn a_sweep_started_from_the_form_fills_its_table_and_charts_live() {
     b.wait_text("#sweep-progress", "4/4 runs done").await;
     b.wait_count("#sweep-chart-0 circle.mean", 2).await;
     b.wait_count("#sweep-chart-0 circle.replicate", 4).await;
-    let band = b
-        .wait_css("#sweep-chart-0 polygon.band")
-        .await
-        .attr("points")
-        .await
-        .unwrap()
-        .unwrap_or_default();
+    let band = b.wait_css("#sweep-chart-0 polygon.band").await.attr("points").await.unwrap().unwrap_or_default();
     assert_eq!(band.split(' ').count(), 4, "a band over two cells: {band}");
     let (_, tables) = b.server.get(&format!("/devui/simtree/{t}/sweep")).await;
     let table = &tables[0];
     let (slow, fast) = (&table["cells"][0], &table["cells"][1]);
-    assert!(
-        fast["metrics"]["peak"]["mean"].as_f64() > slow["metrics"]["peak"]["mean"].as_f64(),
-        "{table}"
-    );
+    assert!(fast["metrics"]["peak"]["mean"].as_f64() > slow["metrics"]["peak"]["mean"].as_f64(), "{table}");
     let row = b.wait_text("#sweep-table tr[data-cell='1']", "rate=0.3").await;
     assert!(row.contains("(n=2)") && row.contains('±'), "mean ± sd (n): {row}");
     // The faster disease's paired effect against the baseline (the first cell), and its forest
@@ -1635,8 +1416,7 @@ async fn a_sweep_started_from_the_form_fills_its_table_and_charts_live() {
     let node = fast["node"].as_u64().unwrap();
     b.click("#sweep-chart-0 rect.slot[data-cell='1']").await;
     b.wait_text("#inspector h3", &format!("#{node}")).await;
-    b.wait_css(&format!("#sweep-table tr.selected[data-node='{node}']"))
-        .await;
+    b.wait_css(&format!("#sweep-table tr.selected[data-node='{node}']")).await;
     b.wait_css(&format!("g.node.selected[data-id='{node}']")).await;
     b.click("#sweep-table tr[data-cell='0'] button.cell-pick").await;
     let first = slow["node"].as_u64().unwrap();
@@ -1674,26 +1454,19 @@ async fn replicates_overlay_as_dashed_lines_or_as_a_mean_with_a_band() {
     assert!(legend.contains("infectedCount"), "{legend}");
     // The replicates differ (paired seeds 1, 2, 3), so the band has width somewhere.
     let spread = b
-        .js(
-            "const b = document.querySelector(\"#abm-chart polygon.band[data-name='globalVariable.infectedCount']\");
+        .js("const b = document.querySelector(\"#abm-chart polygon.band[data-name='globalVariable.infectedCount']\");
              const m = document.querySelector(\"#abm-chart polyline.mean[data-name='globalVariable.infectedCount']\");
              const pts = b.getAttribute('points').trim().split(' ');
              const n = m.getAttribute('points').trim().split(' ').length;
              const ys = pts.map(p => Number(p.split(',')[1]));
              let widest = 0;
              for (let i = 0; i < n; i++) widest = Math.max(widest, Math.abs(ys[i] - ys[2 * n - 1 - i]));
-             return [pts.length, n, widest];",
-        )
+             return [pts.length, n, widest];")
         .await;
-    let (points, steps, widest) = (
-        spread[0].as_u64(),
-        spread[1].as_u64(),
-        spread[2].as_f64().unwrap_or(0.0),
-    );
+    let (points, steps, widest) = (spread[0].as_u64(), spread[1].as_u64(), spread[2].as_f64().unwrap_or(0.0));
     assert_eq!(points, steps.map(|n| 2 * n), "along the top and back along the bottom");
     assert!(widest > 1.0, "the band has no width: {spread}");
-    b.js("document.querySelector('#abm-chart').scrollIntoView({block: 'center'})")
-        .await;
+    b.js("document.querySelector('#abm-chart').scrollIntoView({block: 'center'})").await;
     b.finish("replicates_mean_band").await;
 }
 
@@ -1711,44 +1484,28 @@ async fn an_equity_chart_marks_buys_and_sells_with_their_details() {
     b.wait_count("#equity-chart path.trade.sell", sells).await;
     // Each marker says what was traded, when, how many and at what price.
     let marks = b
-        .js(
-            "return [...document.querySelectorAll('#equity-chart path.trade')].map(p =>
+        .js("return [...document.querySelectorAll('#equity-chart path.trade')].map(p =>
                [p.getAttribute('class'), p.querySelector('title').textContent, p.getAttribute('fill'),
-                Number(p.getAttribute('data-index')), p.getAttribute('d')]);",
-        )
+                Number(p.getAttribute('data-index')), p.getAttribute('d')]);")
         .await;
     let marks = marks.as_array().unwrap();
     let first = &trades[0];
     let (date, ticker) = (first["timestamp"].as_str().unwrap(), first["ticker"].as_str().unwrap());
     let text = format!("{date} {} ", first["side"].as_str().unwrap());
-    let found = marks.iter().find(|m| {
-        m[1].as_str()
-            .is_some_and(|s| s.starts_with(&text) && s.contains(ticker))
-    });
+    let found = marks.iter().find(|m| m[1].as_str().is_some_and(|s| s.starts_with(&text) && s.contains(ticker)));
     let found = found.unwrap_or_else(|| panic!("no marker for {first}: {marks:?}"));
     assert!(found[1].as_str().unwrap().contains(" @ "), "{found}");
-    let fills: std::collections::BTreeSet<(String, String)> = marks
-        .iter()
-        .map(|m| (m[0].as_str().unwrap().to_string(), m[2].as_str().unwrap().to_string()))
-        .collect();
+    let fills: std::collections::BTreeSet<(String, String)> =
+        marks.iter().map(|m| (m[0].as_str().unwrap().to_string(), m[2].as_str().unwrap().to_string())).collect();
     assert_eq!(fills.len(), 2, "one colour per side: {fills:?}");
     // A buy points up at the curve from below, a sell down from above (SVG y grows downwards).
     let curve_y = b
-        .js(
-            "return document.querySelector('#equity-chart polyline.equity').getAttribute('points')
-               .trim().split(' ').map(p => Number(p.split(',')[1]));",
-        )
+        .js("return document.querySelector('#equity-chart polyline.equity').getAttribute('points')
+               .trim().split(' ').map(p => Number(p.split(',')[1]));")
         .await;
     for m in marks {
         let i = m[3].as_u64().unwrap() as usize;
-        let tip_y: f64 = m[4]
-            .as_str()
-            .unwrap()
-            .split([',', ' '])
-            .nth(1)
-            .unwrap()
-            .parse()
-            .unwrap();
+        let tip_y: f64 = m[4].as_str().unwrap().split([',', ' ']).nth(1).unwrap().parse().unwrap();
         let y = curve_y[i].as_f64().unwrap();
         if m[0] == "trade buy" {
             assert!(tip_y > y, "a buy below the curve: {m}");
@@ -1792,12 +1549,8 @@ async fn the_create_form_picks_the_llm_player_of_a_social_tree() {
     // The scripted player plays werewolf to its end; the mock never gets past the first day.
     let child = advance(&b.server, t, 0, 400).await;
     let (_, state) = b.server.get(&format!("/devui/simtree/{t}/node/{child}/state")).await;
-    assert!(
-        state.to_string().contains("Game over:"),
-        "the tree was created with the scripted player"
-    );
-    b.js("document.querySelector('#llm-select').scrollIntoView({block: 'center'})")
-        .await;
+    assert!(state.to_string().contains("Game over:"), "the tree was created with the scripted player");
+    b.js("document.querySelector('#llm-select').scrollIntoView({block: 'center'})").await;
     b.finish("create_llm_player").await;
 }
 
@@ -1821,17 +1574,11 @@ async fn the_side_panels_style_through_the_stylesheet_in_both_themes() {
     };
     let light = colours().await;
     // Dark: the theme's own green and red, and muted tick labels that read on a dark surface.
-    b.js("document.documentElement.setAttribute('data-theme', 'dark')")
-        .await;
+    b.js("document.documentElement.setAttribute('data-theme', 'dark')").await;
     let dark = colours().await;
     assert_eq!(
         dark,
-        json!([
-            "rgb(129, 199, 132)",
-            "rgb(129, 199, 132)",
-            "rgb(255, 107, 107)",
-            "rgb(154, 163, 181)"
-        ]),
+        json!(["rgb(129, 199, 132)", "rgb(129, 199, 132)", "rgb(255, 107, 107)", "rgb(154, 163, 181)"]),
         "light was {light}"
     );
     assert_ne!(light, dark);
@@ -1845,8 +1592,7 @@ async fn the_side_panels_style_through_the_stylesheet_in_both_themes() {
     };
     assert_eq!(lift("light").await, json!("none"));
     assert_eq!(lift("dark").await, json!("brightness(1.7) saturate(1.2)"));
-    b.js("document.querySelector('#equity-chart').scrollIntoView({block: 'center'})")
-        .await;
+    b.js("document.querySelector('#equity-chart').scrollIntoView({block: 'center'})").await;
     b.finish("charts_dark_theme").await;
 }
 
@@ -1868,9 +1614,7 @@ async fn a_compared_trading_node_overlays_its_equity_apart_from_any_band() {
     b.select_node(short).await;
     b.wait_css("#equity-chart polyline.equity").await;
     b.compare_with(long).await;
-    let other = b
-        .wait_css("#equity-chart polyline.series[stroke-dasharray='5 3']")
-        .await;
+    let other = b.wait_css("#equity-chart polyline.series[stroke-dasharray='5 3']").await;
     assert_eq!(other.attr("data-name").await.unwrap().as_deref(), Some("equity_curve"));
     b.wait_text("#trading-view .chart-legend", &format!("(#{long})")).await;
     // The compare target is another treatment (another lookback): a band never pools it, it
@@ -1879,8 +1623,7 @@ async fn a_compared_trading_node_overlays_its_equity_apart_from_any_band() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(b.count("#equity-chart polyline.mean").await, 0);
     assert_eq!(b.count("#equity-chart polygon.band").await, 0);
-    b.wait_css("#equity-chart polyline.series[stroke-dasharray='5 3']")
-        .await;
+    b.wait_css("#equity-chart polyline.series[stroke-dasharray='5 3']").await;
     assert_eq!(b.count("#equity-chart polyline.benchmark").await, 1, "buy & hold stays");
     let legend = b.wait_text("#trading-view .chart-legend", &format!("(#{long})")).await;
     assert!(!legend.contains("n=2"), "the target is not pooled: {legend}");
@@ -1889,8 +1632,7 @@ async fn a_compared_trading_node_overlays_its_equity_apart_from_any_band() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let checked = b.wait_css("#overlay-band").await.prop("checked").await.unwrap();
     assert_eq!(checked.as_deref(), Some("true"));
-    b.wait_css("#equity-chart polyline.series[stroke-dasharray='5 3']")
-        .await;
+    b.wait_css("#equity-chart polyline.series[stroke-dasharray='5 3']").await;
     // The side pane fits its width: nothing in it scrolls sideways.
     let wide = b
         .js("const side = document.querySelector('.side');
@@ -1900,8 +1642,7 @@ async fn a_compared_trading_node_overlays_its_equity_apart_from_any_band() {
                        .map(e => e.tagName + '#' + e.id + '.' + e.className).slice(0, 8)];")
         .await;
     assert_eq!(wide[0], 0, "too wide: {wide}");
-    b.js("document.querySelector('#equity-chart').scrollIntoView({block: 'center'})")
-        .await;
+    b.js("document.querySelector('#equity-chart').scrollIntoView({block: 'center'})").await;
     b.finish("trading_mean_band").await;
 }
 
@@ -1937,8 +1678,7 @@ async fn the_sweep_form_has_a_json_mode_that_starts_from_the_forms_file() {
     b.click("#sweep-start").await;
     b.wait_count("#sweep-table tr[data-cell]", 4).await;
     b.wait_text("#sweep-progress", "4/4 runs done").await;
-    b.wait_text("#sweep-table tr[data-cell='1']", "news=rain · again=snow")
-        .await;
+    b.wait_text("#sweep-table tr[data-cell='1']", "news=rain · again=snow").await;
     b.wait_count("#sweep-chart-0 circle.mean", 4).await;
     b.finish("sweep_json_grid").await;
 }
@@ -1953,11 +1693,7 @@ async fn a_big_tree_is_painted_on_a_canvas_where_search_jumps_and_clicks_and_hov
     let t = two_level_tree(&b.server, 3000).await;
     b.open(&format!("/simtree/{t}")).await;
     b.wait_css("canvas.graph-canvas[data-nodes='3000']").await;
-    assert_eq!(
-        b.count("g.node").await,
-        0,
-        "no element per node above the dense threshold"
-    );
+    assert_eq!(b.count("g.node").await, 0, "no element per node above the dense threshold");
 
     // Search by id: Enter selects the node and centres it at a legible zoom.
     b.set_input("#graph-search", "1500\u{E007}").await;
@@ -1993,18 +1729,15 @@ async fn a_wide_tree_on_the_canvas_fits_clear_of_the_minimap_and_zoom_keeps_the_
     b.open(&format!("/simtree/{t}")).await;
     b.wait_text("#stats", "Nodes: 1621").await;
     // Fitted, the canvas has every node's centre in view (its own count: no node elements)…
-    b.wait_css("canvas.graph-canvas[data-nodes='1621'][data-in-view='1621']")
-        .await;
+    b.wait_css("canvas.graph-canvas[data-nodes='1621'][data-in-view='1621']").await;
     assert_eq!(b.count("g.node").await, 0);
     // …and paints nothing under the minimap.
     b.wait_css("svg.minimap").await;
     let under = b
-        .js(
-            "const c = document.querySelector('canvas.graph-canvas'), cr = c.getBoundingClientRect();
+        .js("const c = document.querySelector('canvas.graph-canvas'), cr = c.getBoundingClientRect();
              const m = document.querySelector('svg.minimap').getBoundingClientRect();
              const d = c.getContext('2d').getImageData(m.left - cr.left, m.top - cr.top, m.width, m.height).data;
-             let painted = 0; for (let i = 3; i < d.length; i += 4) if (d[i] > 0) painted++; return painted;",
-        )
+             let painted = 0; for (let i = 3; i < d.length; i += 4) if (d[i] > 0) painted++; return painted;")
         .await;
     assert_eq!(under, json!(0), "canvas pixels painted under the minimap");
     // Zoom with the wheel over node 801, one column right of the centred node 800: it stays
@@ -2018,8 +1751,7 @@ async fn a_wide_tree_on_the_canvas_fits_clear_of_the_minimap_and_zoom_keeps_the_
               svg.dispatchEvent(new WheelEvent('wheel', {clientX: Math.round(r.left + r.width / 2 + 58), clientY: Math.round(r.top + r.height / 2), deltaY: -200, bubbles: true, cancelable: true}));")
             .await;
     }
-    b.wait_css("canvas.graph-canvas[data-in-view]:not([data-in-view='1621'])")
-        .await;
+    b.wait_css("canvas.graph-canvas[data-in-view]:not([data-in-view='1621'])").await;
     b.mouse_at_graph_centre_plus("mouseleave", 58.0).await;
     b.wait_count(".graph-tip", 0).await;
     b.mouse_at_graph_centre_plus("mousemove", 58.0).await;
@@ -2060,10 +1792,7 @@ async fn a_running_node_pulses_on_the_canvas_which_rests_when_nothing_runs() {
             .await
             .expect("sampling the running node");
         let shot = b.client.screenshot().await.ok();
-        let cancel = b
-            .server
-            .post(&format!("/devui/simtree/{t}/node/600/cancel"), &json!({}))
-            .await;
+        let cancel = b.server.post(&format!("/devui/simtree/{t}/node/600/cancel"), &json!({})).await;
         (alphas, shot, cancel)
     };
     let ((status, _), (alphas, shot, cancel)) = tokio::join!(run, watch);
@@ -2072,22 +1801,11 @@ async fn a_running_node_pulses_on_the_canvas_which_rests_when_nothing_runs() {
     if let Some(png) = shot {
         let _ = std::fs::write(screenshots().join("canvas_pulse_during.png"), png);
     }
-    let alphas: Vec<u64> = alphas
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_u64)
-        .collect();
-    let (lo, hi) = (
-        alphas.iter().min().copied().unwrap_or(0),
-        alphas.iter().max().copied().unwrap_or(0),
-    );
+    let alphas: Vec<u64> = alphas.as_array().into_iter().flatten().filter_map(Value::as_u64).collect();
+    let (lo, hi) = (alphas.iter().min().copied().unwrap_or(0), alphas.iter().max().copied().unwrap_or(0));
     // It swings between ~255 and ~140; a debug build under load paints few frames, so the
     // samples may miss the very top, but never a swing this wide.
-    assert!(
-        hi - lo >= 50 && lo <= 170,
-        "the running node's opacity should swing between ~255 and ~140: {alphas:?}"
-    );
+    assert!(hi - lo >= 50 && lo <= 170, "the running node's opacity should swing between ~255 and ~140: {alphas:?}");
     // Nothing runs any more: the canvas stops repainting.
     b.wait_text("#stats", "Running: 0").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -2110,12 +1828,7 @@ async fn the_canvas_follows_the_system_theme_when_it_changes() {
     // 300 children of the root with one child each: inner nodes (drawn in the theme's node fill)
     // side by side, 601 nodes on the canvas.
     let t = wide_tree(&b.server, 300).await;
-    ok(
-        &b.server,
-        &format!("/devui/simtree/{t}/advance_frontier"),
-        json!({"turns": 0}),
-    )
-    .await;
+    ok(&b.server, &format!("/devui/simtree/{t}/advance_frontier"), json!({"turns": 0})).await;
     b.open(&format!("/simtree/{t}")).await;
     b.wait_css("canvas.graph-canvas[data-nodes='601']").await;
     // Node 10 centred, its neighbour selected (the selection ring would cover 10's fill).
@@ -2124,45 +1837,29 @@ async fn the_canvas_follows_the_system_theme_when_it_changes() {
     b.key("ArrowRight").await;
     b.wait_selected(11).await;
     let fill = |scheme: &'static str| async move {
-        b.cdp(
-            "Emulation.setEmulatedMedia",
-            json!({"features": [{"name": "prefers-color-scheme", "value": scheme}]}),
-        )
-        .await;
+        b.cdp("Emulation.setEmulatedMedia", json!({"features": [{"name": "prefers-color-scheme", "value": scheme}]}))
+            .await;
         // The stylesheet's node fill for this scheme, then the canvas painting it.
         let want = b
-            .js(
-                "const v = getComputedStyle(document.documentElement).getPropertyValue('--node-fill').trim();
+            .js("const v = getComputedStyle(document.documentElement).getPropertyValue('--node-fill').trim();
                  const c = document.createElement('canvas').getContext('2d'); c.fillStyle = v; c.fillRect(0, 0, 1, 1);
-                 const d = c.getImageData(0, 0, 1, 1).data; return [d[0], d[1], d[2], d[3]];",
-            )
+                 const d = c.getImageData(0, 0, 1, 1).data; return [d[0], d[1], d[2], d[3]];")
             .await;
-        let want: Vec<u64> = want
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_u64)
-            .collect();
+        let want: Vec<u64> = want.as_array().into_iter().flatten().filter_map(Value::as_u64).collect();
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             let got = b.canvas_pixel().await;
             if got == want {
                 return got;
             }
-            assert!(
-                Instant::now() < deadline,
-                "{scheme}: the canvas shows {got:?}, the theme's node fill is {want:?}"
-            );
+            assert!(Instant::now() < deadline, "{scheme}: the canvas shows {got:?}, the theme's node fill is {want:?}");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     };
     assert_eq!(fill("light").await, [255, 255, 255, 255]);
     // The 300 advance edges: upstream's black on the light theme, and nothing black on the dark
     // one, where they would vanish into the background.
-    assert!(
-        b.black_pixels().await > 100,
-        "the light theme's advance edges are black"
-    );
+    assert!(b.black_pixels().await > 100, "the light theme's advance edges are black");
     let dark = fill("dark").await;
     assert_eq!(dark, [42, 48, 60, 255], "the dark theme's #2a303c");
     if let Ok(png) = b.client.screenshot().await {
@@ -2186,11 +1883,7 @@ async fn a_collapsed_subtree_shows_its_hidden_count_and_the_layout_turns_left_to
     b.key("c").await;
     b.wait_count("g.node", 3).await;
     b.wait_text("g.node.collapsed[data-id='1'] text.badge", "+3").await;
-    assert_eq!(
-        b.count("line.edge[data-from='1']").await,
-        0,
-        "no edge into the hidden nodes"
-    );
+    assert_eq!(b.count("line.edge[data-from='1']").await, 0, "no edge into the hidden nodes");
     b.click("#collapse-btn").await;
     b.wait_count("g.node", 6).await;
     // Finding a hidden node unfolds what hides it.
@@ -2211,10 +1904,7 @@ async fn a_collapsed_subtree_shows_its_hidden_count_and_the_layout_turns_left_to
     b.wait_css("#direction-btn[data-direction='right']").await;
     let left_to_right = async {
         let (root, one, four) = (at(0).await, at(1).await, at(4).await);
-        assert!(
-            root.0 < one.0 && one.0 < four.0,
-            "left to right: depth goes right ({root:?}, {one:?}, {four:?})"
-        );
+        assert!(root.0 < one.0 && one.0 < four.0, "left to right: depth goes right ({root:?}, {one:?}, {four:?})");
     };
     left_to_right.await;
     // Remembered: a reload keeps the direction.
@@ -2246,9 +1936,7 @@ async fn the_keyboard_walks_advances_branches_deletes_with_confirmation_and_show
     assert_eq!(b.count("g.node").await, 2);
     // b: the branch editor's first field takes the focus.
     b.key("b").await;
-    let focused = b
-        .js("return document.activeElement && document.activeElement.id;")
-        .await;
+    let focused = b.js("return document.activeElement && document.activeElement.id;").await;
     assert_eq!(focused, json!("op-kind"));
     b.js("document.activeElement.blur();").await;
     // f: fit after zooming in restores the fitted view.
@@ -2262,9 +1950,7 @@ async fn the_keyboard_walks_advances_branches_deletes_with_confirmation_and_show
     assert_eq!(b.js(transform).await, fitted, "f fits again");
     // /: the search box takes the focus.
     b.key("/").await;
-    let focused = b
-        .js("return document.activeElement && document.activeElement.id;")
-        .await;
+    let focused = b.js("return document.activeElement && document.activeElement.id;").await;
     assert_eq!(focused, json!("graph-search"));
     b.js("document.activeElement.blur();").await;
     // ?: the help lists every key; Escape closes it.
@@ -2284,9 +1970,7 @@ async fn the_keyboard_walks_advances_branches_deletes_with_confirmation_and_show
 async fn a_sweeps_replicates_are_drawn_as_one_fan_per_cell_in_the_sweep_colour() {
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let (st, created) = s
-        .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 7}))
-        .await;
+    let (st, created) = s.post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 7})).await;
     assert_eq!(st, 200, "{created}");
     let t = created["id"].as_u64().unwrap();
     let sweep = json!({
@@ -2301,9 +1985,7 @@ async fn a_sweeps_replicates_are_drawn_as_one_fan_per_cell_in_the_sweep_colour()
     b.wait_count("line.edge[data-op='sweep']", 8).await;
     b.wait_count("rect.fan", 2).await;
     b.wait_css(".legend-item[data-op='sweep']").await;
-    let stroke = b
-        .js("return document.querySelector(\"line.edge[data-op='sweep']\").getAttribute('stroke');")
-        .await;
+    let stroke = b.js("return document.querySelector(\"line.edge[data-op='sweep']\").getAttribute('stroke');").await;
     assert_eq!(stroke, json!("#b08800"), "sweep edges have their own colour");
     let ids = |v: &Value| -> Vec<u64> { v.as_array().unwrap().iter().filter_map(Value::as_u64).collect() };
     let cells = ids(&started["cells"]);
@@ -2325,10 +2007,7 @@ async fn a_sweeps_replicates_are_drawn_as_one_fan_per_cell_in_the_sweep_colour()
             let n = b.rect(&format!("g.node[data-id='{cell}'] circle")).await;
             (n[2] - n[0], lefts[1] - lefts[0])
         };
-        assert!(
-            gap < node_w * 1.3,
-            "replicates are packed: {gap} apart, nodes {node_w} wide"
-        );
+        assert!(gap < node_w * 1.3, "replicates are packed: {gap} apart, nodes {node_w} wide");
     }
     b.finish("sweep_fans").await;
 }
@@ -2363,20 +2042,11 @@ async fn typing_cash_on_a_non_root_node_keeps_the_app_alive_and_the_portfolio_fo
     assert!(errors.is_empty(), "the page failed: {errors:?}");
     assert_eq!(b.count("#op-error").await, 0, "cash typed: the op is ready");
     // Every "now" is the selected node's.
-    let label = b
-        .wait_text(&format!("label[for='op-shares-{ticker}']"), "now")
-        .await
-        .replace(',', "");
-    assert!(
-        label.contains(&format!("now: {held})")),
-        "{label}: node 1 holds {held} {ticker}"
-    );
+    let label = b.wait_text(&format!("label[for='op-shares-{ticker}']"), "now").await.replace(',', "");
+    assert!(label.contains(&format!("now: {held})")), "{label}: node 1 holds {held} {ticker}");
     let cash = view["portfolio"]["cash"].as_f64().unwrap().round();
     let cash_label = b.wait_text("label[for='op-cash']", "now").await.replace(',', "");
-    assert!(
-        cash_label.contains(&format!("{cash}")),
-        "{cash_label}: node 1 has {cash} cash"
-    );
+    assert!(cash_label.contains(&format!("{cash}")), "{cash_label}: node 1 has {cash} cash");
     // Selling all of a holding is a change.
     b.set_input(&format!("#op-shares-{ticker}"), "0").await;
     b.apply_op().await;
@@ -2397,17 +2067,10 @@ async fn typing_cash_on_a_non_root_node_keeps_the_app_alive_and_the_portfolio_fo
 async fn the_abm_global_form_shows_the_value_a_branch_set_and_can_set_it_back() {
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let (_, created) = s
-        .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 3}))
-        .await;
+    let (_, created) = s.post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 3})).await;
     let t = created["id"].as_u64().unwrap();
     let set = json!({"op": "abm_set_global", "name": "infectionRate", "value": 0.6});
-    ok(
-        s,
-        &format!("/devui/simtree/{t}/branch"),
-        json!({"parent": 0, "ops": [set]}),
-    )
-    .await; // 1
+    ok(s, &format!("/devui/simtree/{t}/branch"), json!({"parent": 0, "ops": [set]})).await; // 1
     advance(s, t, 1, 2).await; // 2
     b.open_tree_of(t, 3).await;
     b.select_node(2).await;
@@ -2415,10 +2078,7 @@ async fn the_abm_global_form_shows_the_value_a_branch_set_and_can_set_it_back() 
     b.wait_css("#op-field option[value='infectionRate']").await;
     b.select("#op-field", "infectionRate").await;
     let now = b.wait_text("#op-field-now", "now").await;
-    assert!(
-        now.contains("0.6") && !now.contains("initial"),
-        "node 2 runs at the rate its branch set: {now}"
-    );
+    assert!(now.contains("0.6") && !now.contains("initial"), "node 2 runs at the rate its branch set: {now}");
     assert_eq!(b.value_of("#op-value").await, "0.6");
     // Back to the model's value.
     b.set_input("#op-value", "0.05").await;
@@ -2452,16 +2112,12 @@ async fn the_plan_editor_starts_from_the_agents_plan_shows_its_shape_and_takes_g
         let typed: Value = serde_json::from_str(&b.value_of("#op-json").await).unwrap_or(Value::Null);
         match typed == agent["plan_state"] {
             true => Ok(()),
-            false => Err(format!(
-                "the editor shows {typed}, the node's plan is {}",
-                agent["plan_state"]
-            )),
+            false => Err(format!("the editor shows {typed}, the node's plan is {}", agent["plan_state"])),
         }
     })
     .await;
     // A goal written as text is taken (it failed with "expected struct Goal").
-    b.set_input("#op-json", r#"{"goals": ["win the vote"], "strategy": "listen first"}"#)
-        .await;
+    b.set_input("#op-json", r#"{"goals": ["win the vote"], "strategy": "listen first"}"#).await;
     assert_eq!(b.count("#op-error").await, 0);
     b.apply_op().await;
     b.wait_count("g.node", 3).await;
@@ -2530,9 +2186,8 @@ async fn home_says_what_a_tree_is_an_empty_tree_page_starts_with_create_and_tree
     // No tree yet: the page starts with the create form, which says what a scenario is.
     b.open("/simtree").await;
     b.wait_css("#scenario-select option[value='council']").await;
-    let first = b
-        .js("return document.querySelector('.side section.panel').querySelector('#scenario-select') !== null;")
-        .await;
+    let first =
+        b.js("return document.querySelector('.side section.panel').querySelector('#scenario-select') !== null;").await;
     assert_eq!(first, json!(true), "the create form is the first panel");
     b.select("#scenario-select", "council").await;
     let list = s.get("/api/scenarios").await.1;
@@ -2542,28 +2197,14 @@ async fn home_says_what_a_tree_is_an_empty_tree_page_starts_with_create_and_tree
     b.click("#create-btn").await;
     b.wait_css("g.node[data-id='0']").await;
     // The tree goes by its name (the scenario's until renamed), its id only beside it.
-    let id = b
-        .client
-        .current_url()
-        .await
-        .unwrap()
-        .path()
-        .trim_start_matches("/simtree/")
-        .to_string();
+    let id = b.client.current_url().await.unwrap().path().trim_start_matches("/simtree/").to_string();
     b.wait_text("#tree-name", &format!("council (#{id})")).await;
     // The run lengths say their unit.
-    let label = b
-        .js("return document.querySelector('#steps-input').previousElementSibling.innerText;")
-        .await;
+    let label = b.js("return document.querySelector('#steps-input').previousElementSibling.innerText;").await;
     assert!(label.as_str().unwrap_or_default().contains("(turns)"), "{label}");
     // Collapse to a depth, then expand all.
     let t: u64 = id.parse().unwrap();
-    ok(
-        s,
-        &format!("/devui/simtree/{t}/advance_chain"),
-        json!({"parent": 0, "turns": 3}),
-    )
-    .await;
+    ok(s, &format!("/devui/simtree/{t}/advance_chain"), json!({"parent": 0, "turns": 3})).await;
     b.wait_count("g.node", 4).await;
     b.set_input("#depth-input", "1").await;
     b.click("#collapse-depth-btn").await;
@@ -2643,27 +2284,13 @@ async fn the_new_page_offers_the_scene_types_actions_and_shows_its_prose_for_edi
     // The prose the scene type puts in every prompt is shown until the author writes their own.
     b.click("#scene-prose summary").await;
     let placeholder = eventually(async || {
-        let p = b
-            .wait_css("#scene-prose-description")
-            .await
-            .attr("placeholder")
-            .await
-            .unwrap();
-        p.filter(|p| !p.is_empty())
-            .ok_or_else(|| "the default description never showed".to_string())
+        let p = b.wait_css("#scene-prose-description").await.attr("placeholder").await.unwrap();
+        p.filter(|p| !p.is_empty()).ok_or_else(|| "the default description never showed".to_string())
     })
     .await;
     assert!(placeholder.contains("legislative council"), "{placeholder}");
-    let title = b
-        .wait_css("label.action-chip:has(#agent-0-action-vote)")
-        .await
-        .attr("title")
-        .await
-        .unwrap();
-    assert_eq!(
-        title.as_deref(),
-        Some("(member) cast your vote, optionally with a short comment")
-    );
+    let title = b.wait_css("label.action-chip:has(#agent-0-action-vote)").await.attr("title").await.unwrap();
+    assert_eq!(title.as_deref(), Some("(member) cast your vote, optionally with a short comment"));
     b.set_input("#scene-prose-rules", "Jurors weigh the evidence.").await;
     // The default is there to edit, too.
     b.click("#scene-prose-description-default").await;
@@ -2672,23 +2299,14 @@ async fn the_new_page_offers_the_scene_types_actions_and_shows_its_prose_for_edi
     let doc = b.json_view().await;
     assert_eq!(doc["scene"]["prose"]["rules"], "Jurors weigh the evidence.");
     assert_eq!(doc["scene"]["prose"]["description"], placeholder);
-    assert_eq!(
-        doc["agents"][0]["action_space"],
-        json!(["send_message", "yield", "vote"])
-    );
+    assert_eq!(doc["agents"][0]["action_space"], json!(["send_message", "yield", "vote"]));
     // Another type drops the actions it does not offer.
     b.select("#scene-type", "werewolf").await;
-    assert_eq!(
-        b.json_view().await["agents"][0]["action_space"],
-        json!(["send_message", "yield"])
-    );
+    assert_eq!(b.json_view().await["agents"][0]["action_space"], json!(["send_message", "yield"]));
     b.select("#scene-type", "council").await;
     b.click("#create-tree").await;
     let (_, info) = b.created_tree().await;
-    assert_eq!(
-        info["document"]["scene"]["prose"]["rules"],
-        "Jurors weigh the evidence."
-    );
+    assert_eq!(info["document"]["scene"]["prose"]["rules"], "Jurors weigh the evidence.");
     assert_eq!(b.page_errors().await, Vec::<String>::new());
 }
 
@@ -2707,26 +2325,17 @@ async fn the_new_page_makes_a_social_tree_from_its_form_and_json_view_with_a_ref
     b.set_input("#new-title", "Harbour council").await;
     b.click("#add-agent").await;
     b.set_input("#agent-2-name", "Carol").await;
-    b.set_input("#agent-2-profile", "The harbour master, careful with money.")
-        .await;
+    b.set_input("#agent-2-profile", "The harbour master, careful with money.").await;
     b.click("#agent-2-action-speak").await;
     b.select("#scene-type", "council").await;
     b.select("#ordering-kind", "llm_moderated").await;
     b.select("#ordering-moderator", "Carol").await;
-    b.fill(
-        "#broadcasts",
-        "Participants: Alice, Bob, Carol\nThe budget is tight.",
-        "change",
-    )
-    .await;
+    b.fill("#broadcasts", "Participants: Alice, Bob, Carol\nThe budget is tight.", "change").await;
     let doc = b.json_view().await;
     assert_eq!(doc["title"], "Harbour council");
     assert_eq!(doc["scene"]["type"], "council");
     assert_eq!(doc["agents"][2]["name"], "Carol");
-    assert_eq!(
-        doc["agents"][2]["action_space"],
-        json!(["send_message", "yield", "speak"])
-    );
+    assert_eq!(doc["agents"][2]["action_space"], json!(["send_message", "yield", "speak"]));
     assert_eq!(doc["ordering"], json!({"kind": "llm_moderated", "moderator": "Carol"}));
     assert_eq!(doc["broadcasts"].as_array().map(Vec::len), Some(2));
     // JSON that does not parse is shown as such and leaves the form alone.
@@ -2752,10 +2361,7 @@ async fn the_new_page_makes_a_social_tree_from_its_form_and_json_view_with_a_ref
     b.wait_css("#max-steps.invalid").await;
     b.click("#create-error .show-path").await;
     let (line, selected) = b.marked_line().await;
-    assert!(
-        selected.contains("\"max_steps_per_turn\": 0"),
-        "line {line}: {selected:?}"
-    );
+    assert!(selected.contains("\"max_steps_per_turn\": 0"), "line {line}: {selected:?}");
     b.shot("new_social_refused").await;
     assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.set_input("#max-steps", "2").await;
@@ -2767,29 +2373,20 @@ async fn the_new_page_makes_a_social_tree_from_its_form_and_json_view_with_a_ref
     assert_eq!(info["kind"], "social");
     let stored = &info["document"];
     assert_eq!(stored["title"], "Harbour council, edited as JSON");
-    assert_eq!(
-        stored["agents"][2]["user_profile"],
-        "The harbour master, careful with money."
-    );
+    assert_eq!(stored["agents"][2]["user_profile"], "The harbour master, careful with money.");
     assert_eq!(stored["max_steps_per_turn"], 2);
     // In Chinese, the New page speaks Chinese.
     b.open("/new/social").await;
     b.wait_css("#social-form").await;
     b.to_chinese().await;
     b.wait_text("#create-tree", "创建树").await;
-    b.assert_no_english(
-        "#new-page",
-        &["Title", "Agents", "Create tree", "Scenario library", "Start from"],
-    )
-    .await;
+    b.assert_no_english("#new-page", &["Title", "Agents", "Create tree", "Scenario library", "Start from"]).await;
     b.click("#new-kind-trading").await;
     b.wait_text("#dataset-select", "行").await;
-    b.assert_no_english("#trading-form", &["Market data", "Tickers", "Dates", "Cash", "rows"])
-        .await;
+    b.assert_no_english("#trading-form", &["Market data", "Tickers", "Dates", "Cash", "rows"]).await;
     b.click("#new-kind-abm").await;
     b.wait_css("#abm-form").await;
-    b.assert_no_english("#abm-form", &["Describe", "Generate", "Refine", "Validator"])
-        .await;
+    b.assert_no_english("#abm-form", &["Describe", "Generate", "Refine", "Validator"]).await;
     b.finish("new_social").await;
 }
 
@@ -2854,11 +2451,7 @@ async fn the_new_page_previews_a_csv_shows_its_refusal_at_the_line_then_trades_o
     b.wait_text("#csv-error-line", "14: 2021-01-10,ABC,43.0,42.0").await;
     b.shot("new_trading_refused").await;
     let (status, list) = b.server.get("/api/datasets").await;
-    assert_eq!(
-        (status, list.as_array().map(Vec::len)),
-        (200, Some(1)),
-        "nothing kept: {list}"
-    );
+    assert_eq!((status, list.as_array().map(Vec::len)), (200, Some(1)), "nothing kept: {list}");
     // A refused line among the previewed rows is marked there.
     lines[13] = good.lines().nth(13).unwrap().to_string();
     lines[3] = "2021-01-05,ABC,40.3,40.0,40.1,40.5,1001".into();
@@ -2904,8 +2497,7 @@ async fn the_new_page_generates_a_model_marks_a_validator_finding_refines_it_and
     b.capture_errors().await;
     b.open("/new/abm").await;
     b.wait_css("#abm-form").await;
-    b.set_input("#abm-prompt", "A forest fire spreading across a grid of trees")
-        .await;
+    b.set_input("#abm-prompt", "A forest fire spreading across a grid of trees").await;
     b.click("#abm-generate").await;
     b.wait_text("#abm-info", "Forest Fire").await;
     b.wait_css("#abm-valid").await;
@@ -2953,10 +2545,7 @@ async fn the_new_page_saves_to_the_library_as_versions_and_starts_from_shipped_a
     b.wait_text("#save-done", "pier_talks, version 2").await;
     let (status, saved) = s.get("/api/scenarios/pier_talks").await;
     assert_eq!(status, 200, "{saved}");
-    assert_eq!(
-        (saved["origin"].as_str(), saved["version"].as_u64()),
-        (Some("saved"), Some(2))
-    );
+    assert_eq!((saved["origin"].as_str(), saved["version"].as_u64()), (Some("saved"), Some(2)));
     assert_eq!(saved["document"]["title"], "Pier talks, second draft");
     // A name the library refuses is refused in place.
     b.set_input("#save-name", "no spaces/here").await;
@@ -3000,12 +2589,7 @@ async fn the_new_page_saves_to_the_library_as_versions_and_starts_from_shipped_a
 /// second later none of them has gone on (their turns are what they were).
 async fn stopped_for_good(s: &Server, t: u64, nodes: &[u64]) {
     let turns = |summaries: &Value, n: u64| {
-        summaries
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|x| x["id"] == n)
-            .map(|x| x["turns"].clone())
+        summaries.as_array().unwrap().iter().find(|x| x["id"] == n).map(|x| x["turns"].clone())
     };
     let before = get_ok(s, &format!("/devui/simtree/{t}/summaries")).await;
     for &n in nodes {
@@ -3084,9 +2668,7 @@ async fn stop_all_cancels_every_running_child_of_a_fan_out() {
     let other = children_of(&g, leaves[0]);
     assert_eq!(g["running"], json!(other), "the run elsewhere goes on");
     assert_eq!(fanned.await.unwrap().unwrap(), 200);
-    let (status, _) = s
-        .post(&format!("/devui/simtree/{t}/node/{}/cancel", other[0]), &json!({}))
-        .await;
+    let (status, _) = s.post(&format!("/devui/simtree/{t}/node/{}/cancel", other[0]), &json!({})).await;
     assert_eq!(status, 200);
     elsewhere.await.unwrap();
     b.finish("stop_all").await;
@@ -3116,19 +2698,11 @@ async fn creating_the_first_abm_tree_shows_it_is_working_and_is_sent_once() {
     b.select("#scenario-select", "sir_network").await;
     watch_create_button(&b).await;
     // Two clicks in a row, the second before the page could redraw: one tree.
-    b.js("const c = document.querySelector('#create-btn'); c.click(); c.click();")
-        .await;
+    b.js("const c = document.querySelector('#create-btn'); c.click(); c.click();").await;
     b.wait_css("g.node[data-id='0']").await;
     let seen = b.js("return window.__create;").await;
-    assert_eq!(
-        seen["disabled"],
-        json!(true),
-        "the button was disabled while it worked: {seen}"
-    );
-    assert!(
-        seen["busy"].as_str().is_some_and(|t| t.starts_with("Creating…")),
-        "it said it was working: {seen}"
-    );
+    assert_eq!(seen["disabled"], json!(true), "the button was disabled while it worked: {seen}");
+    assert!(seen["busy"].as_str().is_some_and(|t| t.starts_with("Creating…")), "it said it was working: {seen}");
     let trees = get_ok(s, "/devui/simtree").await;
     assert_eq!(trees.as_array().map(Vec::len), Some(1), "one tree: {trees}");
     b.finish("create_abm_busy").await;
@@ -3147,11 +2721,7 @@ async fn a_create_the_server_refuses_is_shown_under_the_button() {
     b.click("#create-btn").await;
     let said = b.wait_text("#create-error", "ABM worker unavailable").await;
     assert!(!said.contains("{\""), "the detail, not raw JSON: {said}");
-    assert_eq!(
-        b.count("#offline-banner").await,
-        0,
-        "the server answered: it is not offline"
-    );
+    assert_eq!(b.count("#offline-banner").await, 0, "the server answered: it is not offline");
     let enabled = b.js("return !document.querySelector('#create-btn').disabled;").await;
     assert_eq!(enabled, json!(true), "the button works again after the reply");
     assert_eq!(b.count("#create-busy").await, 0);
@@ -3166,16 +2736,8 @@ async fn an_export_shows_its_progress_downloads_once_and_says_when_it_fails() {
     };
     let s = &b.server;
     let t = tree_with_run(s, "council", 3).await;
-    ok(
-        s,
-        &format!("/devui/simtree/{t}/advance_multi"),
-        json!({"parent": 1, "turns": 2, "count": 40}),
-    )
-    .await;
-    let nodes = get_ok(s, &format!("/devui/simtree/{t}/graph")).await["nodes"]
-        .as_array()
-        .unwrap()
-        .len();
+    ok(s, &format!("/devui/simtree/{t}/advance_multi"), json!({"parent": 1, "turns": 2, "count": 40})).await;
+    let nodes = get_ok(s, &format!("/devui/simtree/{t}/graph")).await["nodes"].as_array().unwrap().len();
     b.open(&format!("/simtree/{t}")).await;
     b.wait_count("g.node", nodes).await;
     b.capture_downloads().await;
@@ -3217,25 +2779,16 @@ async fn an_export_shows_its_progress_downloads_once_and_says_when_it_fails() {
     assert!(counts.len() >= 3, "the progress moved: {progress:?}");
     assert!(counts.windows(2).all(|w| w[0] <= w[1]), "{progress:?}");
     assert!(*counts.last().unwrap() as usize <= nodes, "{progress:?}");
-    assert!(
-        counts.iter().any(|&c| c > 0 && (c as usize) < nodes),
-        "nodes counted as they came: {progress:?}"
-    );
-    assert!(
-        progress
-            .iter()
-            .all(|p| p.contains(&format!("of {nodes} nodes ·")) && p.ends_with('B')),
-        "{progress:?}"
-    );
+    assert!(counts.iter().any(|&c| c > 0 && (c as usize) < nodes), "nodes counted as they came: {progress:?}");
+    assert!(progress.iter().all(|p| p.contains(&format!("of {nodes} nodes ·")) && p.ends_with('B')), "{progress:?}");
     assert_eq!(b.js("return window.__disabled;").await, json!(true));
     assert_eq!(
         b.js("return window.__third;").await,
         json!(true),
         "the third click came while the download was on its way"
     );
-    let requests = b
-        .js("return performance.getEntriesByType('resource').filter(e => e.name.endsWith('/export')).length;")
-        .await;
+    let requests =
+        b.js("return performance.getEntriesByType('resource').filter(e => e.name.endsWith('/export')).length;").await;
     assert_eq!(requests, json!(1), "one download for three clicks");
     // While a run goes on the server refuses the export (409): the page says so in place.
     let run = s.advance_in_background(t, 0, 500_000);
@@ -3246,9 +2799,7 @@ async fn an_export_shows_its_progress_downloads_once_and_says_when_it_fails() {
     let enabled = b.js("return !document.querySelector('#download-tree').disabled;").await;
     assert_eq!(enabled, json!(true));
     let running = s.first_running(t).await;
-    let (status, _) = s
-        .post(&format!("/devui/simtree/{t}/node/{running}/cancel"), &json!({}))
-        .await;
+    let (status, _) = s.post(&format!("/devui/simtree/{t}/node/{running}/cancel"), &json!({})).await;
     assert_eq!(status, 200);
     run.await.unwrap();
     b.finish("export_progress").await;
@@ -3273,10 +2824,7 @@ async fn a_new_user_walks_a_social_tree_and_every_number_on_screen_is_the_apis()
     b.select_and_check(t, a).await;
     b.scene_state_agrees(&view_of(s, t, a).await["state"]).await;
     let calls = get_ok(s, &format!("/devui/simtree/{t}/usage")).await["usage"]["calls"].clone();
-    assert!(
-        calls.as_u64() > Some(0),
-        "the run called the provider, so tokens are on screen"
-    );
+    assert!(calls.as_u64() > Some(0), "the run called the provider, so tokens are on screen");
     // Branch: the scene's clock, whose "now" is the node's.
     b.choose_op("scene_state_patch").await;
     b.select("#op-field", "time").await;
@@ -3302,22 +2850,14 @@ async fn a_new_user_walks_a_social_tree_and_every_number_on_screen_is_the_apis()
     // agent's properties as `…/state` has them.
     b.choose_op("agent_props_patch").await;
     b.wait_css("#op-agent option").await;
-    b.fill(
-        "#op-json",
-        r#"{"mood": "tense", "budget": 1200.5, "seats": 3}"#,
-        "input",
-    )
-    .await;
+    b.fill("#op-json", r#"{"mood": "tense", "budget": 1200.5, "seats": 3}"#, "input").await;
     b.apply_op().await;
     let d = finished_children(s, t, kids[2], 1).await[0];
     b.select_and_check(t, d).await;
     b.click("#details-btn").await;
     b.wait_css("#agent-select option").await;
     let state = get_ok(s, &format!("/devui/simtree/{t}/node/{d}/state")).await;
-    assert!(
-        state.to_string().contains("\"properties\""),
-        "agents with properties: {state}"
-    );
+    assert!(state.to_string().contains("\"properties\""), "agents with properties: {state}");
     for agent in state["agents"].as_array().unwrap() {
         let name = agent["name"].as_str().unwrap();
         b.select("#agent-select", name).await;
@@ -3346,8 +2886,7 @@ async fn a_new_user_walks_a_social_tree_and_every_number_on_screen_is_the_apis()
     b.failed_node_agrees(t, f).await;
     // A money-budgeted exploration of the news from a run: its cost line, then its table.
     let race = b.explore_with_money(t, kids[0], 1, 2, 6, 0.6).await;
-    b.select_and_check(t, race["candidates"][0]["children"][0].as_u64().unwrap())
-        .await;
+    b.select_and_check(t, race["candidates"][0]["children"][0].as_u64().unwrap()).await;
     b.home_row_agrees(t).await;
     b.finish("walk_social").await;
 }
@@ -3357,9 +2896,7 @@ async fn a_new_user_walks_a_trading_tree_and_every_number_on_screen_is_the_apis(
     let Some(b) = on_fake_provider().await else { return };
     let s = &b.server;
     // On the user's own market data, uploaded on the New page (the fake provider buys AAPL).
-    let t = b
-        .create_from_upload("my_prices", &prices_csv_of(&["AAPL", "MSFT"], 30), "llm")
-        .await;
+    let t = b.create_from_upload("my_prices", &prices_csv_of(&["AAPL", "MSFT"], 30), "llm").await;
     b.select_and_check(t, 0).await;
     b.trading_node_agrees(t, 0).await;
     b.advance_by(3).await;
@@ -3379,19 +2916,11 @@ async fn a_new_user_walks_a_trading_tree_and_every_number_on_screen_is_the_apis(
     // Branch: the portfolio form's "now" figures are the node's.
     b.choose_op("portfolio_patch").await;
     let p = &after["portfolio"];
-    b.shows(
-        "label[for='op-cash']",
-        &format!("Cash (now: {})", money(p["cash"].as_f64().unwrap())),
-    )
-    .await;
+    b.shows("label[for='op-cash']", &format!("Cash (now: {})", money(p["cash"].as_f64().unwrap()))).await;
     for ticker in after["tickers"].as_array().unwrap() {
         let ticker = ticker.as_str().unwrap();
         let held = p["positions"][ticker].as_i64().unwrap_or(0);
-        b.shows(
-            &format!("label[for='op-shares-{ticker}']"),
-            &format!("{ticker} (now: {})", money(held as f64)),
-        )
-        .await;
+        b.shows(&format!("label[for='op-shares-{ticker}']"), &format!("{ticker} (now: {})", money(held as f64))).await;
     }
     b.set_input("#op-cash", "250000").await;
     b.apply_op().await;
@@ -3408,10 +2937,7 @@ async fn a_new_user_walks_a_trading_tree_and_every_number_on_screen_is_the_apis(
     }
     let (x, y) = (kids[0], kids[1]);
     b.compare_agrees(t, x, y).await;
-    let (mx, my) = (
-        view_of(s, t, x).await["metrics"].clone(),
-        view_of(s, t, y).await["metrics"].clone(),
-    );
+    let (mx, my) = (view_of(s, t, x).await["metrics"].clone(), view_of(s, t, y).await["metrics"].clone());
     let row = |label: &str, key: &str, pct: bool| {
         let (a, b) = (mx["strategy"][key].as_f64(), my["strategy"][key].as_f64());
         let show = |v: Option<f64>| match v {
@@ -3465,11 +2991,8 @@ async fn a_new_user_walks_an_abm_tree_and_every_number_on_screen_is_the_apis() {
     // The set-global form: before any step, each global's "now" is its declared initial value.
     b.choose_op("abm_set_global").await;
     let model = view_of(s, t, 0).await["model"].clone();
-    let globals = model["model"]["globalVariables"]
-        .as_array()
-        .or(model["globalVariables"].as_array())
-        .cloned()
-        .unwrap();
+    let globals =
+        model["model"]["globalVariables"].as_array().or(model["globalVariables"].as_array()).cloned().unwrap();
     let rate = globals.iter().find(|g| g["name"] == "infectionRate").unwrap();
     b.select("#op-field", "infectionRate").await;
     b.now_is(&format!("{} (initial)", rate["initialValue"])).await;
@@ -3489,10 +3012,7 @@ async fn a_new_user_walks_an_abm_tree_and_every_number_on_screen_is_the_apis() {
     b.select_and_check(t, c).await;
     b.abm_node_agrees(t, c).await;
     let own = get_ok(s, &format!("/devui/simtree/{t}/node/{c}/logs")).await;
-    assert!(
-        own.to_string().contains("\"value\":0.4"),
-        "the op is on the path: {own}"
-    );
+    assert!(own.to_string().contains("\"value\":0.4"), "the op is on the path: {own}");
     // (A new node's form is made anew: the field is picked again.)
     b.select("#op-field", "infectionRate").await;
     b.now_is("0.4").await;
@@ -3506,8 +3026,7 @@ async fn a_new_user_walks_an_abm_tree_and_every_number_on_screen_is_the_apis() {
         let count = last_tracked(s, t, k, "susceptibleCount").await.expect("tracked");
         b.select("#op-field", "susceptibleCount").await;
         b.now_is(&format!("{count}")).await;
-        b.wait_text("#abm-globals", &format!("susceptibleCount = {count}"))
-            .await;
+        b.wait_text("#abm-globals", &format!("susceptibleCount = {count}")).await;
     }
     b.compare_agrees(t, kids[0], kids[1]).await;
     b.series_csv_agrees(t, kids[1]).await;
@@ -3546,20 +3065,11 @@ async fn notes_title_star_and_tag_nodes_in_the_graph_refuse_what_is_too_long_and
     b.wait_selected(a).await;
     b.wait_css("#note-title:not([disabled])").await;
     // The title becomes the node's label in the graph (a hostile one stays text).
-    b.fill(
-        "#note-title",
-        "  The turn <img src=x onerror=\"window.__pwned=1\">",
-        "change",
-    )
-    .await;
+    b.fill("#note-title", "  The turn <img src=x onerror=\"window.__pwned=1\">", "change").await;
     let label = format!("g.node[data-id='{a}'] text.ntitle");
     b.wait_text(&label, "The turn").await;
-    assert_eq!(
-        info(a).await["annotation"]["title"],
-        "The turn <img src=x onerror=\"window.__pwned=1\">"
-    );
-    b.wait_value_is("#note-title", "The turn <img src=x onerror=\"window.__pwned=1\">")
-        .await;
+    assert_eq!(info(a).await["annotation"]["title"], "The turn <img src=x onerror=\"window.__pwned=1\">");
+    b.wait_value_is("#note-title", "The turn <img src=x onerror=\"window.__pwned=1\">").await;
     assert_eq!(b.count("#graph img").await, 0);
     b.fill("#note-title", "The turn", "change").await;
     b.wait_text(&label, "The turn").await;
@@ -3588,8 +3098,7 @@ async fn notes_title_star_and_tag_nodes_in_the_graph_refuse_what_is_too_long_and
     // Beyond the limits: the server's refusal next to the field, nothing changed.
     b.fill("#note-title", &"x".repeat(201), "change").await;
     b.wait_text("#note-title-error", "at most 200 characters").await;
-    b.fill("#note-tags", &format!("key, {}", "y".repeat(65)), "change")
-        .await;
+    b.fill("#note-tags", &format!("key, {}", "y".repeat(65)), "change").await;
     b.wait_text("#note-tags-error", "1 to 64 characters").await;
     b.fill("#note-text", &"n".repeat(10 * 1024 + 1), "change").await;
     b.wait_text("#note-text-error", "at most 10240 bytes").await;
@@ -3602,15 +3111,11 @@ async fn notes_title_star_and_tag_nodes_in_the_graph_refuse_what_is_too_long_and
     b.fill("#tree-description", &"d".repeat(10 * 1024 + 1), "input").await;
     b.click("#tree-description-save").await;
     b.wait_text("#tree-description-error", "10240").await;
-    b.fill("#tree-description", "What happens when\nAnn speaks first", "input")
-        .await;
+    b.fill("#tree-description", "What happens when\nAnn speaks first", "input").await;
     b.click("#tree-description-save").await;
     b.wait_css("#tree-description-saved").await;
     b.wait_count("#tree-description-error", 0).await;
-    assert_eq!(
-        s.get(&format!("/devui/simtree/{t}")).await.1["description"],
-        "What happens when\nAnn speaks first"
-    );
+    assert_eq!(s.get(&format!("/devui/simtree/{t}")).await.1["description"], "What happens when\nAnn speaks first");
     b.shot("notebook_notes").await;
     // Everything is read back from the server after a reload.
     b.client.refresh().await.unwrap();
@@ -3620,8 +3125,7 @@ async fn notes_title_star_and_tag_nodes_in_the_graph_refuse_what_is_too_long_and
     b.wait_value_is("#note-title", "The turn").await;
     b.wait_value_is("#note-text", "why:\n\tAnn spoke first").await;
     b.wait_value_is("#note-tags", "key, ann").await;
-    b.wait_value_is("#tree-description", "What happens when\nAnn speaks first")
-        .await;
+    b.wait_value_is("#tree-description", "What happens when\nAnn speaks first").await;
     b.wait_css("#tag-filter option[value='key']").await;
     // Another node's form is its own.
     b.select_node(c).await;
@@ -3651,16 +3155,10 @@ async fn find_lights_the_hits_walks_them_through_the_address_and_refuses_hostile
     let after = advance(s, t, entry, 1).await;
     let other = advance(s, t, a, 1).await;
     // A snippet that is markup: shown as text.
-    let hostile = broadcast_child(
-        s,
-        t,
-        other,
-        "<img src=x onerror=\"window.__pwned=1\"> [zanzibar quokka] </mark><b>bold</b>",
-    )
-    .await;
-    let (_, api) = s
-        .get(&format!("/devui/simtree/{t}/search?q=zanzibar%20quokka&limit=200"))
-        .await;
+    let hostile =
+        broadcast_child(s, t, other, "<img src=x onerror=\"window.__pwned=1\"> [zanzibar quokka] </mark><b>bold</b>")
+            .await;
+    let (_, api) = s.get(&format!("/devui/simtree/{t}/search?q=zanzibar%20quokka&limit=200")).await;
     let mut nodes: Vec<u64> = Vec::new();
     for h in api["hits"].as_array().unwrap() {
         let n = h["node"].as_u64().unwrap();
@@ -3668,10 +3166,7 @@ async fn find_lights_the_hits_walks_them_through_the_address_and_refuses_hostile
             nodes.push(n);
         }
     }
-    assert!(
-        nodes.contains(&entry) && nodes.contains(&after) && nodes.contains(&hostile),
-        "{api}"
-    );
+    assert!(nodes.contains(&entry) && nodes.contains(&after) && nodes.contains(&hostile), "{api}");
     b.open(&format!("/simtree/{t}")).await;
     b.capture_errors().await;
     b.wait_css(&format!("g.node[data-id='{hostile}']")).await;
@@ -3681,30 +3176,21 @@ async fn find_lights_the_hits_walks_them_through_the_address_and_refuses_hostile
     for n in [0, a, other] {
         assert_eq!(b.count(&format!("g.node.lit[data-id='{n}']")).await, 0, "node {n}");
     }
-    b.wait_count("#find-hits li.hit", api["hits"].as_array().unwrap().len())
-        .await;
+    b.wait_count("#find-hits li.hit", api["hits"].as_array().unwrap().len()).await;
     let first = nodes[0];
     b.wait_selected(first).await;
     b.wait_address(&format!("/simtree/{t}?node={first}")).await;
     let marks = b.texts("#find-hits mark").await;
-    assert!(
-        !marks.is_empty() && marks.iter().all(|m| m.eq_ignore_ascii_case("zanzibar quokka")),
-        "{marks:?}"
-    );
+    assert!(!marks.is_empty() && marks.iter().all(|m| m.eq_ignore_ascii_case("zanzibar quokka")), "{marks:?}");
     assert_eq!(b.count("#find-hits img, #find-hits b").await, 0, "snippets are text");
     b.wait_text("#find-count", &format!("1/{}", nodes.len())).await;
     // A descendant that only remembers the text says where it entered.
-    b.wait_text(
-        &format!("#find-hits li.hit[data-node='{after}']"),
-        &format!("from #{entry}"),
-    )
-    .await;
+    b.wait_text(&format!("#find-hits li.hit[data-node='{after}']"), &format!("from #{entry}")).await;
     // Next and previous walk the hit nodes in order, through the address.
     b.click("#find-next").await;
     b.wait_text("#stats", &format!("Selected: {}", nodes[1])).await;
     b.wait_address(&format!("/simtree/{t}?node={}", nodes[1])).await;
-    b.wait_css(&format!("#find-hits li.hit.current[data-node='{}']", nodes[1]))
-        .await;
+    b.wait_css(&format!("#find-hits li.hit.current[data-node='{}']", nodes[1])).await;
     b.click("#find-prev").await;
     b.wait_selected(first).await;
     b.click("#find-prev").await;
@@ -3720,23 +3206,13 @@ async fn find_lights_the_hits_walks_them_through_the_address_and_refuses_hostile
     b.type_enter("#find-input", &"q".repeat(300)).await;
     b.wait_text("#find-error", "at most 256 characters").await;
     b.wait_count("g.node.lit", 0).await;
-    for q in [
-        "NEAR(zanzibar quokka)",
-        "\"quokka",
-        "quokka OR",
-        "'; DROP TABLE texts; --",
-        "*",
-    ] {
+    for q in ["NEAR(zanzibar quokka)", "\"quokka", "quokka OR", "'; DROP TABLE texts; --", "*"] {
         let mut url = reqwest::Url::parse(&s.url(&format!("/devui/simtree/{t}/search"))).unwrap();
         url.query_pairs_mut().append_pair("q", q);
         let said: Value = s.http.get(url).send().await.unwrap().json().await.unwrap();
         let total = said["total"].as_u64().unwrap_or_else(|| panic!("{q}: {said}"));
         b.type_enter("#find-input", q).await;
-        let want = if total == 0 {
-            "No match".to_string()
-        } else {
-            format!("· {total} hits")
-        };
+        let want = if total == 0 { "No match".to_string() } else { format!("· {total} hits") };
         b.wait_text("#find-count", &want).await;
         assert_eq!(b.count("#find-error").await, 0, "{q}");
     }
@@ -3752,8 +3228,7 @@ async fn find_lights_the_hits_walks_them_through_the_address_and_refuses_hostile
     b.type_enter("#global-search", "zanzibar quokka").await;
     let link = format!("#global-hits li.hit[data-tree='{t2}'][data-node='{elsewhere}'] a.hit-link");
     b.wait_css(&link).await;
-    b.wait_css(&format!("#global-hits li.hit[data-tree='{t}'][data-node='{entry}']"))
-        .await;
+    b.wait_css(&format!("#global-hits li.hit[data-tree='{t}'][data-node='{entry}']")).await;
     assert_eq!(b.count("#global-hits img, #global-hits b").await, 0);
     b.click(&link).await;
     b.wait_address(&format!("/simtree/{t2}?node={elsewhere}")).await;
@@ -3789,9 +3264,7 @@ async fn the_calls_tab_shows_each_prompt_reply_and_action_and_says_when_the_node
     };
     let s = &b.server;
     // The offline mock's calls first.
-    let t = ok(s, "/devui/simtree", json!({"scenario": "simple_chat", "llm": "mock"})).await["id"]
-        .as_u64()
-        .unwrap();
+    let t = ok(s, "/devui/simtree", json!({"scenario": "simple_chat", "llm": "mock"})).await["id"].as_u64().unwrap();
     let a = advance(s, t, 0, 2).await;
     let (_, c) = s.get(&format!("/devui/simtree/{t}/node/{a}/calls")).await;
     let calls = c["calls"].as_array().unwrap().clone();
@@ -3801,10 +3274,7 @@ async fn the_calls_tab_shows_each_prompt_reply_and_action_and_says_when_the_node
     b.wait_selected(a).await;
     b.click("#tab-calls").await;
     b.wait_count("#calls article.call", calls.len()).await;
-    assert!(
-        !b.wait_css("#events").await.is_displayed().await.unwrap(),
-        "the events' tab is closed"
-    );
+    assert!(!b.wait_css("#events").await.is_displayed().await.unwrap(), "the events' tab is closed");
     let first = &calls[0];
     let agent = first["agent"].as_str().unwrap();
     let header = b.wait_text("#calls article.call[data-index='0'] header", agent).await;
@@ -3812,20 +3282,13 @@ async fn the_calls_tab_shows_each_prompt_reply_and_action_and_says_when_the_node
     // The prompt is folded; opened, its messages are there as sent.
     let system = "#calls article.call[data-index='0'] .message[data-role='system'] pre";
     assert!(!b.wait_css(system).await.is_displayed().await.unwrap());
-    b.click("#calls article.call[data-index='0'] details.prompt summary")
-        .await;
+    b.click("#calls article.call[data-index='0'] details.prompt summary").await;
     b.wait_text(system, &format!("You are {agent}.")).await;
     let reply = b.texts("#calls article.call .reply").await;
-    let want: Vec<String> = calls
-        .iter()
-        .map(|c| c["reply"].as_str().unwrap().trim().to_string())
-        .collect();
+    let want: Vec<String> = calls.iter().map(|c| c["reply"].as_str().unwrap().trim().to_string()).collect();
     assert_eq!(reply, want);
     let actions = b.texts("#calls article.call .action code").await;
-    let want: Vec<String> = calls
-        .iter()
-        .filter_map(|c| c["action"]["action"].as_str().map(str::to_string))
-        .collect();
+    let want: Vec<String> = calls.iter().filter_map(|c| c["action"]["action"].as_str().map(str::to_string)).collect();
     assert_eq!(actions, want);
     // The events tab is still there.
     b.click("#tab-events").await;
@@ -3853,16 +3316,9 @@ async fn the_calls_tab_shows_each_prompt_reply_and_action_and_says_when_the_node
     assert!(n > 0, "{c}");
     b.wait_count("#calls article.call", n).await;
     assert_eq!(b.count("#calls-running").await, 0);
-    b.wait_text("#calls article.call[data-index='0'] header", "openai:fake-model")
-        .await;
-    b.wait_text("#calls article.call[data-index='0'] header", "recorded")
-        .await;
-    assert!(
-        !b.js("return document.body.innerText")
-            .await
-            .to_string()
-            .contains("sk-browser-secret")
-    );
+    b.wait_text("#calls article.call[data-index='0'] header", "openai:fake-model").await;
+    b.wait_text("#calls article.call[data-index='0'] header", "recorded").await;
+    assert!(!b.js("return document.body.innerText").await.to_string().contains("sk-browser-secret"));
     assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("notebook_calls").await;
 }
@@ -3890,8 +3346,7 @@ async fn an_agent_is_asked_at_a_node_its_asks_are_kept_and_refusals_are_shown_as
     let answer = asks[0]["answer"].as_str().unwrap().trim().to_string();
     b.wait_text("#ask-answer .answer-text", &answer).await;
     b.wait_count("#ask-history li.asked", 1).await;
-    b.wait_text("#ask-history li.asked[data-seq='0']", "Why did you say that?")
-        .await;
+    b.wait_text("#ask-history li.asked[data-seq='0']", "Why did you say that?").await;
     // Nothing in the timeline changed.
     assert_eq!(s.get(&format!("/devui/simtree/{t}/graph")).await.1, graph_before);
     assert_eq!(s.get(&format!("/devui/simtree/{t}/node/{a}/logs")).await.1, logs_before);
@@ -3904,10 +3359,7 @@ async fn an_agent_is_asked_at_a_node_its_asks_are_kept_and_refusals_are_shown_as
     b.fill("#ask-question", &"q".repeat(4001), "input").await;
     b.click("#ask-btn").await;
     let (status, refused) = s
-        .post(
-            &format!("/devui/simtree/{t}/node/{a}/ask"),
-            &json!({"agent": "Alice", "question": "q".repeat(4001)}),
-        )
+        .post(&format!("/devui/simtree/{t}/node/{a}/ask"), &json!({"agent": "Alice", "question": "q".repeat(4001)}))
         .await;
     assert_eq!(status, 422);
     b.wait_text("#ask-error", refused["detail"].as_str().unwrap()).await;
@@ -3926,12 +3378,8 @@ async fn an_agent_is_asked_at_a_node_its_asks_are_kept_and_refusals_are_shown_as
     let tr = s.create("llm_trader").await;
     let (_, state) = s.get(&format!("/devui/simtree/{tr}/node/0/state")).await;
     let trader = state["agents"][0]["name"].as_str().unwrap().to_string();
-    let (status, said) = s
-        .post(
-            &format!("/devui/simtree/{tr}/node/0/ask"),
-            &json!({"agent": trader, "question": "Why?"}),
-        )
-        .await;
+    let (status, said) =
+        s.post(&format!("/devui/simtree/{tr}/node/0/ask"), &json!({"agent": trader, "question": "Why?"})).await;
     b.open(&format!("/studio/{tr}?node=0")).await;
     b.capture_errors().await;
     b.wait_css(&format!("#agent-select option[value='{trader}']")).await;
@@ -4055,13 +3503,11 @@ async fn an_exploration_started_from_the_form_narrows_its_candidates_live_and_op
     // An ABM tree's form holds the SIR example: the lowest peak over four infection rates.
     b.wait_value("#explore-op", "abm_set_global").await;
     b.wait_value("#explore-values", "0.01, 0.05, 0.1, 0.3").await;
-    b.wait_value("#explore-metric", "max:globalVariable.infectedCount")
-        .await;
+    b.wait_value("#explore-metric", "max:globalVariable.infectedCount").await;
     b.set_input("#explore-turns", "30").await;
 
     // A metric the server does not know: its 422 shows in place and nothing is made.
-    b.set_input("#explore-metric", "maximum:globalVariable.infectedCount")
-        .await;
+    b.set_input("#explore-metric", "maximum:globalVariable.infectedCount").await;
     b.click("#explore-start").await;
     b.wait_text("#explore-error", "objective.metric").await;
     assert_eq!(b.server.get(&format!("/devui/simtree/{t}/explores")).await.1, json!([]));
@@ -4127,33 +3573,20 @@ async fn the_offline_mock_writes_live_while_a_council_advance_runs() {
     let seen = b.js("return window.__live").await;
     let shown: Vec<(String, bool, String)> = serde_json::from_value(seen).unwrap();
     assert!(
-        shown
-            .iter()
-            .any(|(text, running, _)| text.contains("--- Thoughts ---") && *running),
+        shown.iter().any(|(text, running, _)| text.contains("--- Thoughts ---") && *running),
         "the panel showed a reply while node 1 ran: {shown:?}"
     );
     // Each reply is named by the agent whose turn it is: the council's members, in turn.
     let (_, state) = b.server.get(&format!("/devui/simtree/{t}/node/1/state")).await;
-    let members: Vec<&str> = state["agents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["name"].as_str().unwrap())
-        .collect();
-    let writers: std::collections::BTreeSet<&str> = shown
-        .iter()
-        .map(|(_, _, who)| who.as_str())
-        .filter(|w| !w.is_empty())
-        .collect();
+    let members: Vec<&str> = state["agents"].as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap()).collect();
+    let writers: std::collections::BTreeSet<&str> =
+        shown.iter().map(|(_, _, who)| who.as_str()).filter(|w| !w.is_empty()).collect();
     assert!(
         writers.len() >= 2 && writers.iter().all(|w| members.contains(w)),
         "the writers {writers:?} are the council's {members:?}"
     );
     let replies: std::collections::BTreeSet<&str> = shown.iter().map(|(t, _, _)| t.as_str()).collect();
-    assert!(
-        replies.len() >= 3,
-        "it grew and moved on to the next replies: {replies:?}"
-    );
+    assert!(replies.len() >= 3, "it grew and moved on to the next replies: {replies:?}");
     b.wait_selected(1).await;
     assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("mock_live_reply_after").await;
@@ -4181,43 +3614,33 @@ async fn notes_written_in_another_window_show_live_without_a_reload() {
     b.wait_value_is("#note-tags", "far, away").await;
     b.click("#note-star").await;
     b.wait_css("#note-star.on").await;
-    b.fill("#tree-description", "Written in the other window", "input")
-        .await;
+    b.fill("#tree-description", "Written in the other window", "input").await;
     b.click("#tree-description-save").await;
     b.wait_css("#tree-description-saved").await;
     let want = json!({"title": "Seen from afar", "tags": ["far", "away"], "starred": true});
-    eventually(
-        async || match s.get(&format!("/devui/simtree/{t}/node/{a}/info")).await.1["annotation"] == want {
-            true => Ok(()),
-            false => Err("the second window's notes were not saved".to_string()),
-        },
-    )
+    eventually(async || match s.get(&format!("/devui/simtree/{t}/node/{a}/info")).await.1["annotation"] == want {
+        true => Ok(()),
+        false => Err("the second window's notes were not saved".to_string()),
+    })
     .await;
     assert_eq!(b.page_errors().await, Vec::<String>::new());
 
     // The first window, never reloaded, shows all of it.
     b.client.switch_to_window(first).await.unwrap();
-    b.wait_text(&format!("g.node[data-id='{a}'] text.ntitle"), "Seen from afar")
-        .await;
+    b.wait_text(&format!("g.node[data-id='{a}'] text.ntitle"), "Seen from afar").await;
     b.wait_css(&format!("g.node.starred[data-id='{a}']")).await;
     b.wait_css("#tag-filter option[value='away']").await;
     b.wait_value_is("#note-title", "Seen from afar").await;
     b.wait_value_is("#note-tags", "far, away").await;
     b.wait_css("#note-star.on").await;
-    b.wait_value_is("#tree-description", "Written in the other window")
-        .await;
+    b.wait_value_is("#tree-description", "Written in the other window").await;
     // A field being typed in keeps what is typed; the others follow (here: another client).
     b.fill("#note-title", "still typing", "input").await;
-    let (st, _) = s
-        .patch(
-            &format!("/devui/simtree/{t}/node/{a}"),
-            &json!({"title": "From the API", "note": "A note ☕"}),
-        )
-        .await;
+    let (st, _) =
+        s.patch(&format!("/devui/simtree/{t}/node/{a}"), &json!({"title": "From the API", "note": "A note ☕"})).await;
     assert_eq!(st, 200);
     b.wait_value_is("#note-text", "A note ☕").await;
-    b.wait_text(&format!("g.node[data-id='{a}'] text.ntitle"), "From the API")
-        .await;
+    b.wait_text(&format!("g.node[data-id='{a}'] text.ntitle"), "From the API").await;
     assert_eq!(b.value_of("#note-title").await, "still typing");
     assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.shot("notes_from_another_window").await;
@@ -4231,10 +3654,7 @@ fn drew_title(marks: &Value, n: u64, title: &str) {
     assert_eq!(drawn.len(), 1, "{marks}");
     assert_eq!(drawn[0][0], n, "{marks}");
     let text = drawn[0][1].as_str().unwrap_or_default();
-    assert!(
-        !text.is_empty() && fitted(text, title),
-        "{text:?} is not {title:?} fitted: {marks}"
-    );
+    assert!(!text.is_empty() && fitted(text, title), "{text:?} is not {title:?} fitted: {marks}");
 }
 
 #[tokio::test]
@@ -4246,10 +3666,7 @@ async fn titles_stars_hits_and_the_tag_filter_are_drawn_on_the_canvas() {
     // 300 nodes (above the SVG drawing's limit); 149, 150 and 151 are siblings.
     let t = two_level_tree(s, 300).await;
     for (n, body) in [
-        (
-            150,
-            json!({"title": "Canvas ☕ title", "starred": true, "tags": ["keep"]}),
-        ),
+        (150, json!({"title": "Canvas ☕ title", "starred": true, "tags": ["keep"]})),
         (151, json!({"tags": ["keep"]})),
     ] {
         assert_eq!(s.patch(&format!("/devui/simtree/{t}/node/{n}"), &body).await.0, 200);
@@ -4284,10 +3701,7 @@ async fn titles_stars_hits_and_the_tag_filter_are_drawn_on_the_canvas() {
         .await
         .as_u64()
         .unwrap();
-    assert!(
-        marks["dimmed"].as_u64().unwrap() + 2 >= in_view,
-        "all but the tagged: {marks}, {in_view} in view"
-    );
+    assert!(marks["dimmed"].as_u64().unwrap() + 2 >= in_view, "all but the tagged: {marks}, {in_view} in view");
     let dimmed = b.canvas_pixel().await;
     assert_ne!(plain, dimmed, "149's disc is dimmed");
     b.shot("canvas_tag_filter").await;
@@ -4332,23 +3746,14 @@ async fn the_calls_tab_marks_a_call_the_provider_answered_after_http_retries() {
     let t = s.create("simple_chat").await;
     let a = advance(s, t, 0, 1).await;
     let (_, c) = s.get(&format!("/devui/simtree/{t}/node/{a}/calls")).await;
-    let retries: Vec<u64> = c["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x["retries"].as_u64().unwrap())
-        .collect();
+    let retries: Vec<u64> = c["calls"].as_array().unwrap().iter().map(|x| x["retries"].as_u64().unwrap()).collect();
     assert_eq!(retries.first(), Some(&1), "{c}");
     b.open(&format!("/studio/{t}?node={a}")).await;
     b.capture_errors().await;
     b.wait_selected(a).await;
     b.click("#tab-calls").await;
     b.wait_count("#calls article.call", retries.len()).await;
-    b.wait_text(
-        "#calls article.call[data-index='0'] .chip.http-retries",
-        "1 HTTP retries",
-    )
-    .await;
+    b.wait_text("#calls article.call[data-index='0'] .chip.http-retries", "1 HTTP retries").await;
     assert_eq!(b.count("#calls .chip.http-retries").await, 1, "only the retried call");
     assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("calls_http_retries").await;
@@ -4371,12 +3776,10 @@ async fn the_edge_filter_dims_what_explorations_made_and_their_subtrees() {
     let (st, started) = s.post(&format!("/devui/simtree/{t}/explore"), &body).await;
     assert_eq!(st, 200, "{started}");
     let id = started["explore"].as_u64().unwrap();
-    let table = eventually(
-        async || match s.get(&format!("/devui/simtree/{t}/explore/{id}")).await.1 {
-            table if table["status"] == "running" => Err(format!("the exploration did not end: {table}")),
-            table => Ok(table),
-        },
-    )
+    let table = eventually(async || match s.get(&format!("/devui/simtree/{t}/explore/{id}")).await.1 {
+        table if table["status"] == "running" => Err(format!("the exploration did not end: {table}")),
+        table => Ok(table),
+    })
     .await;
     let made: Vec<u64> = table["candidates"]
         .as_array()
@@ -4414,15 +3817,8 @@ async fn the_edge_filter_dims_what_explorations_made_and_their_subtrees() {
     b.wait_count("g.node.dim", 0).await;
     assert_eq!(b.count("line.edge.dim").await, 0);
     // The server's filter agrees with what was dimmed.
-    let (_, plain) = s
-        .get(&format!("/devui/simtree/{t}/graph?edges=advance,branch,sweep"))
-        .await;
-    let kept: Vec<u64> = plain["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n["id"].as_u64().unwrap())
-        .collect();
+    let (_, plain) = s.get(&format!("/devui/simtree/{t}/graph?edges=advance,branch,sweep")).await;
+    let kept: Vec<u64> = plain["nodes"].as_array().unwrap().iter().map(|n| n["id"].as_u64().unwrap()).collect();
     assert_eq!(kept, [0, a]);
     assert_eq!(b.page_errors().await, Vec::<String>::new());
 }
@@ -4449,8 +3845,7 @@ async fn the_new_page_makes_and_saves_nothing_while_its_json_does_not_parse() {
     assert_eq!(b.js(&disabled("#create-tree")).await, json!(true), "Create waits");
     assert_eq!(b.js(&disabled("#save-library")).await, json!(true), "Save waits");
     // Even a click that reaches the buttons makes and saves nothing.
-    b.js("document.querySelector('#create-tree').click(); document.querySelector('#save-library').click();")
-        .await;
+    b.js("document.querySelector('#create-tree').click(); document.querySelector('#save-library').click();").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(get_ok(&b.server, "/devui/simtree").await, json!([]), "no tree");
     let (status, _) = b.server.get("/api/scenarios/stale_check").await;
@@ -4474,10 +3869,7 @@ fn wealth_per_agent() -> Value {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../assets/abm/wealth_exchange.json");
     let mut model: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let tracked = model["dataAnalytics"]["trackedVariables"].as_array_mut().unwrap();
-    let wealth = tracked
-        .iter_mut()
-        .find(|v| v["sourceName"] == "agent.Trader.agentAttribute.wealth")
-        .unwrap();
+    let wealth = tracked.iter_mut().find(|v| v["sourceName"] == "agent.Trader.agentAttribute.wealth").unwrap();
     wealth["collectionLevel"] = json!("agent");
     model
 }
@@ -4491,35 +3883,18 @@ async fn an_abm_nodes_series_csv_per_agent_values_and_seed_are_the_apis() {
     let s = &b.server;
     let created = ok(s, "/devui/simtree", json!({"scenario": wealth_per_agent(), "seed": 5})).await;
     let t = created["id"].as_u64().unwrap_or_else(|| panic!("{created}"));
-    ok(
-        s,
-        &format!("/devui/simtree/{t}/advance_multi"),
-        json!({"parent": 0, "turns": 10, "count": 2}),
-    )
-    .await;
+    ok(s, &format!("/devui/simtree/{t}/advance_multi"), json!({"parent": 0, "turns": 10, "count": 2})).await;
     let kids = finished_children(s, t, 0, 2).await;
     let n = kids[1];
     b.open(&format!("/simtree/{t}?node={n}")).await;
     // The seed is the node's own.
     let info = get_ok(s, &format!("/devui/simtree/{t}/node/{n}/info")).await;
     let view = view_of(s, t, n).await;
-    assert_ne!(
-        info["seed"], view["seed"],
-        "the child ran with a seed of its own: {info}"
-    );
-    b.shows(
-        "#abm-view > p",
-        &format!("step {} · seed {}", view["steps"], info["seed"]),
-    )
-    .await;
+    assert_ne!(info["seed"], view["seed"], "the child ran with a seed of its own: {info}");
+    b.shows("#abm-view > p", &format!("step {} · seed {}", view["steps"], info["seed"])).await;
     // The Series CSV: one row per `abm_step`, under its step, with each trader's wealth.
     let logs = get_ok(s, &format!("/devui/simtree/{t}/node/{n}/logs")).await;
-    let steps: Vec<&Value> = logs
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["type"] == "abm_step")
-        .collect();
+    let steps: Vec<&Value> = logs.as_array().unwrap().iter().filter(|e| e["type"] == "abm_step").collect();
     assert_eq!(steps.len(), 11, "steps 0 to 10");
     b.capture_downloads().await;
     b.click("#download-series").await;
@@ -4527,11 +3902,7 @@ async fn an_abm_nodes_series_csv_per_agent_values_and_seed_are_the_apis() {
     let mut rows = csv.lines();
     let head: Vec<&str> = rows.next().unwrap().split(',').collect();
     let wealth = "agent.Trader.agentAttribute.wealth";
-    assert_eq!(
-        head.len(),
-        1 + 1 + 1 + 200,
-        "step, gini, the sum and 200 traders: {head:?}"
-    );
+    assert_eq!(head.len(), 1 + 1 + 1 + 200, "step, gini, the sum and 200 traders: {head:?}");
     for (row, step) in rows.zip(&steps) {
         let cells: Vec<&str> = row.split(',').collect();
         assert_eq!(cells[0], step["data"]["step"].to_string(), "{row}");
@@ -4580,16 +3951,14 @@ async fn a_jury_written_in_the_custom_form_previews_its_prompts_and_runs_to_an_o
     b.wait_css("#custom-form").await;
     b.wait_text("#scene-summary", "roles").await;
     b.set_input("#new-title", "Small jury").await;
-    b.fill("#cfg-setting", "A jury room: two jurors decide a verdict.", "input")
-        .await;
+    b.fill("#cfg-setting", "A jury room: two jurors decide a verdict.", "input").await;
     // Renaming the role leaves the agents in a role that no longer exists: the server says where.
     b.set_input("#cfg-roles-0-name", "juror").await;
     b.wait_text("#check-error", "agents[0].properties.role").await;
     for i in 0..2 {
         b.select(&format!("#agent-{i}-role"), "juror").await;
     }
-    b.fill("#cfg-roles-0-instructions", "Weigh the evidence and vote.", "input")
-        .await;
+    b.fill("#cfg-roles-0-instructions", "Weigh the evidence and vote.", "input").await;
     b.wait_css("#check-ok").await;
     // A tally, an action with an enum parameter whose effect is a vote, three outcomes.
     b.click("#cfg-tallies-add").await;
@@ -4597,26 +3966,22 @@ async fn a_jury_written_in_the_custom_form_previews_its_prompts_and_runs_to_an_o
     b.select("#cfg-tallies-0-kind", "unanimity").await;
     b.click("#cfg-actions-add").await;
     b.set_input("#cfg-actions-1-name", "cast_vote").await;
-    b.set_input("#cfg-actions-1-description", "cast your vote on the verdict")
-        .await;
+    b.set_input("#cfg-actions-1-description", "cast your vote on the verdict").await;
     b.click("#cfg-actions-1-params-add").await;
     b.set_input("#cfg-actions-1-params-0-name", "verdict").await;
     b.select("#cfg-actions-1-params-0-type", "enum").await;
-    b.fill("#cfg-actions-1-params-0-values", "guilty, not_guilty", "change")
-        .await;
+    b.fill("#cfg-actions-1-params-0-values", "guilty, not_guilty", "change").await;
     b.click("#cfg-actions-1-effects-add").await;
     b.select("#cfg-actions-1-effects-0-kind", "vote").await;
     b.set_input("#cfg-actions-1-effects-0-vote-tally", "verdict").await;
-    b.set_input("#cfg-actions-1-effects-0-vote-choice", "params.verdict")
-        .await;
+    b.set_input("#cfg-actions-1-effects-0-vote-choice", "params.verdict").await;
     b.fill("#cfg-outcomes", "guilty, not_guilty, hung", "change").await;
     // The phase ends in one of them: the first transition whose condition holds.
     let decided = |v: &str| format!("tallies.verdict.decided && tallies.verdict.winner == '{v}'");
     b.fill("#cfg-phases-0-next-0-when", &decided("guilty"), "input").await;
     b.set_input("#cfg-phases-0-next-0-end", "guilty").await;
     b.click("#cfg-phases-0-next-add").await;
-    b.fill("#cfg-phases-0-next-1-when", &decided("not_guilty"), "input")
-        .await;
+    b.fill("#cfg-phases-0-next-1-when", &decided("not_guilty"), "input").await;
     b.set_input("#cfg-phases-0-next-1-end", "not_guilty").await;
     // A transition without a condition is not yet last: refused at its path.
     b.wait_text("#check-error", "scene.config.phases[0].next").await;
@@ -4630,10 +3995,7 @@ async fn a_jury_written_in_the_custom_form_previews_its_prompts_and_runs_to_an_o
         config["actions"][1]["params"][0],
         json!({"name": "verdict", "type": "enum", "values": ["guilty", "not_guilty"]})
     );
-    assert_eq!(
-        config["actions"][1]["effects"][0],
-        json!({"vote": {"tally": "verdict", "choice": "params.verdict"}})
-    );
+    assert_eq!(config["actions"][1]["effects"][0], json!({"vote": {"tally": "verdict", "choice": "params.verdict"}}));
     assert_eq!(config["tallies"][0], json!({"name": "verdict", "kind": "unanimity"}));
     assert_eq!(config["outcomes"], json!(["guilty", "not_guilty", "hung"]));
     // Each role's first prompt, built by the server from the document as it is now.
@@ -4646,10 +4008,7 @@ async fn a_jury_written_in_the_custom_form_previews_its_prompts_and_runs_to_an_o
         .unwrap_or_default()
         .to_string();
     assert!(prompt.contains("A jury room: two jurors decide a verdict."), "{prompt}");
-    assert!(
-        prompt.contains("Your role: juror.\nWeigh the evidence and vote."),
-        "{prompt}"
-    );
+    assert!(prompt.contains("Your role: juror.\nWeigh the evidence and vote."), "{prompt}");
     assert!(prompt.contains("- speak: say something to everyone"), "{prompt}");
     assert!(prompt.contains("(+ Bob)"), "both agents are jurors: {prompt}");
     let api_preview = ok(&b.server, "/api/documents/preview", json!({"document": doc})).await;
@@ -4662,10 +4021,7 @@ async fn a_jury_written_in_the_custom_form_previews_its_prompts_and_runs_to_an_o
     let good = b.value_of("#doc-json").await;
     b.fill("#doc-json", &format!("{good},"), "input").await;
     b.wait_css("#create-blocked").await;
-    assert_eq!(
-        b.js("return document.querySelector('#create-tree').disabled;").await,
-        json!(true)
-    );
+    assert_eq!(b.js("return document.querySelector('#create-tree').disabled;").await, json!(true));
     b.wait_count("#check-ok", 0).await;
     b.fill("#doc-json", &good, "input").await;
     b.wait_enabled("#create-tree").await;
@@ -4673,25 +4029,16 @@ async fn a_jury_written_in_the_custom_form_previews_its_prompts_and_runs_to_an_o
     b.click("#create-tree").await;
     let (tree, info) = b.created_tree().await;
     assert_eq!(info["document"]["scene"]["config"], doc["scene"]["config"]);
-    assert!(
-        info["provenance"]["line"].as_str().unwrap().contains("scripted"),
-        "{info}"
-    );
+    assert!(info["provenance"]["line"].as_str().unwrap().contains("scripted"), "{info}");
     // Offline, to an outcome.
     b.advance_by(40).await;
     b.wait_css("g.node[data-id='1']").await;
     let outcome = eventually(async || {
         let (_, view) = b.server.get(&format!("/devui/simtree/{tree}/node/1/view")).await;
-        view["state"]["outcome"]
-            .as_str()
-            .map(str::to_string)
-            .ok_or_else(|| format!("no outcome: {view}"))
+        view["state"]["outcome"].as_str().map(str::to_string).ok_or_else(|| format!("no outcome: {view}"))
     })
     .await;
-    assert!(
-        ["guilty", "not_guilty", "hung"].contains(&outcome.as_str()),
-        "{outcome}"
-    );
+    assert!(["guilty", "not_guilty", "hung"].contains(&outcome.as_str()), "{outcome}");
     // The tree page shows the scene as its prompts do.
     b.click("#scene-about summary").await;
     b.wait_text("#scene-description", "A jury room").await;
@@ -4716,34 +4063,19 @@ async fn a_branch_rewrites_the_scene_prose_from_the_tree_page() {
     b.choose_op("scene_prose_set").await;
     b.wait_css("#op-prose-description").await;
     let before = b.value_of("#op-prose-description").await;
-    assert!(
-        before.contains("legislative council"),
-        "the form starts from the node's prose: {before}"
-    );
+    assert!(before.contains("legislative council"), "the form starts from the node's prose: {before}");
     // Untouched, it has nothing to apply.
-    assert_eq!(
-        b.js("return document.querySelector('#branch-btn').disabled;").await,
-        json!(true)
-    );
-    b.fill(
-        "#op-prose-description",
-        "A jury room: twelve jurors weigh the case.",
-        "input",
-    )
-    .await;
+    assert_eq!(b.js("return document.querySelector('#branch-btn').disabled;").await, json!(true));
+    b.fill("#op-prose-description", "A jury room: twelve jurors weigh the case.", "input").await;
     b.wait_enabled("#branch-btn").await;
     b.apply_op().await;
     b.wait_css("g.node[data-id='1']").await;
     b.wait_selected(1).await;
-    b.wait_text("#scene-description", "A jury room: twelve jurors weigh the case.")
-        .await;
+    b.wait_text("#scene-description", "A jury room: twelve jurors weigh the case.").await;
     let (_, graph) = b.server.get(&format!("/devui/simtree/{t}/graph")).await;
     assert_eq!(graph["edges"][0]["type"], "scene_state", "{graph}");
     let (_, view) = b.server.get(&format!("/devui/simtree/{t}/node/1/view")).await;
-    assert_eq!(
-        view["about"]["description"],
-        "A jury room: twelve jurors weigh the case."
-    );
+    assert_eq!(view["about"]["description"], "A jury room: twelve jurors weigh the case.");
     assert_eq!(
         b.text_of("#scene-rules").await.unwrap_or_default().trim(),
         view["about"]["rules"].as_str().unwrap().trim(),
@@ -4764,20 +4096,15 @@ async fn a_branch_rewrites_the_scene_prose_from_the_tree_page() {
 async fn the_jury_is_forked_with_new_evidence_and_swept_over_paired_seeds_with_the_apis_numbers() {
     let Some(b) = Browser::start(&[]).await else { return };
     b.capture_errors().await;
-    let created = ok(
-        &b.server,
-        "/devui/simtree",
-        json!({"scenario": "custom_jury", "llm": "scripted", "seed": 1}),
-    )
-    .await;
+    let created =
+        ok(&b.server, "/devui/simtree", json!({"scenario": "custom_jury", "llm": "scripted", "seed": 1})).await;
     let t = created["id"].as_u64().unwrap();
     b.open_tree(t).await;
     b.select_node(0).await;
     b.choose_op("agent_ctx_append").await;
     b.wait_css("#op-agent option[value='Ada']").await;
     b.select("#op-agent", "Ada").await;
-    b.set_input("#op-content", "New evidence: the witness has recanted.")
-        .await;
+    b.set_input("#op-content", "New evidence: the witness has recanted.").await;
     b.wait_enabled("#branch-btn").await;
     b.apply_op().await;
     b.wait_css("g.node[data-id='1']").await;
@@ -4788,34 +4115,23 @@ async fn the_jury_is_forked_with_new_evidence_and_swept_over_paired_seeds_with_t
     // From the fork: does a second juror's doubt change the verdict? 10 paired seeds per cell.
     b.click("#sweep-new summary").await;
     b.set_input("#sweep-label", "doubt").await;
-    b.set_input(
-        "#sweep-op",
-        r#"{"op": "agent_ctx_append", "name": "Ben", "role": "user"}"#,
-    )
-    .await;
+    b.set_input("#sweep-op", r#"{"op": "agent_ctx_append", "name": "Ben", "role": "user"}"#).await;
     b.set_input("#sweep-field", "content").await;
     b.set_input("#sweep-values", "nothing new, the alibi holds").await;
     b.set_input("#sweep-replicates", "10").await;
     b.set_input("#sweep-turns", "60").await;
     b.set_input("#sweep-seed", "1").await;
-    b.set_input("#sweep-metrics", "guilty = scene:guilty_votes\nballots = scene:ballots")
-        .await;
+    b.set_input("#sweep-metrics", "guilty = scene:guilty_votes\nballots = scene:ballots").await;
     b.wait_text("#sweep-estimate", "0 calls").await;
     b.click("#sweep-start").await;
     b.wait_text("#sweep-progress", "20/20 runs done").await;
     let (_, tables) = b.server.get(&format!("/devui/simtree/{t}/sweep")).await;
     let table = &tables[0];
-    assert_eq!(
-        (table["done"].as_u64(), table["failed"].as_u64()),
-        (Some(20), Some(0)),
-        "{table}"
-    );
+    assert_eq!((table["done"].as_u64(), table["failed"].as_u64()), (Some(20), Some(0)), "{table}");
     assert_eq!(table["parent"], 1, "swept from the fork: {table}");
     // The table's numbers, as the page shows them.
     for (i, cell) in table["cells"].as_array().unwrap().iter().enumerate() {
-        let row = b
-            .wait_text(&format!("#sweep-table tr[data-cell='{i}']"), "(n=10)")
-            .await;
+        let row = b.wait_text(&format!("#sweep-table tr[data-cell='{i}']"), "(n=10)").await;
         for m in ["guilty", "ballots"] {
             let summary = &cell["metrics"][m];
             let (mean, sd) = (summary["mean"].as_f64().unwrap(), summary["sd"].as_f64().unwrap());
@@ -4827,12 +4143,8 @@ async fn the_jury_is_forked_with_new_evidence_and_swept_over_paired_seeds_with_t
     // Paired: the k-th replicate of each cell plays the same seed.
     let seeds = |cell: usize| {
         let b = &b;
-        let kids: Vec<u64> = table["cells"][cell]["children"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c.as_u64().unwrap())
-            .collect();
+        let kids: Vec<u64> =
+            table["cells"][cell]["children"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).collect();
         async move {
             let mut seeds = Vec::new();
             for k in kids {
@@ -4869,10 +4181,7 @@ async fn the_version_picker_makes_a_tree_of_name_at_1_and_its_header_says_so() {
     let (_, shipped) = b.server.get("/api/scenarios/simple_chat").await;
     let mut doc = shipped["document"].clone();
     doc["title"] = json!("Chat, first version");
-    let (st, r) = b
-        .server
-        .post("/api/scenarios", &json!({"name": "mine", "document": doc}))
-        .await;
+    let (st, r) = b.server.post("/api/scenarios", &json!({"name": "mine", "document": doc})).await;
     assert_eq!(st, 201, "{r}");
     doc["title"] = json!("Chat, second version");
     let r = b
@@ -4936,10 +4245,7 @@ async fn describe_in_words_writes_a_custom_scene_and_refine_keeps_the_edits() {
     let doc = b.json_view().await;
     assert_eq!(doc["title"], "Twelve jurors weigh a theft case");
     assert_eq!(doc["scene"]["name"], "jury");
-    assert_eq!(
-        b.value_of("#cfg-setting").await,
-        doc["scene"]["config"]["setting"].as_str().unwrap()
-    );
+    assert_eq!(b.value_of("#cfg-setting").await, doc["scene"]["config"]["setting"].as_str().unwrap());
     // An edit, then Refine: the edit stays and the words are the new description.
     b.fill("#cfg-setting", "A jury room in a small town.", "input").await;
     b.fill("#custom-prompt", "Make it a civil case.", "input").await;
@@ -5022,10 +4328,7 @@ async fn an_ask_moves_the_usage_line_at_once_and_no_estimate_counts_it_as_a_turn
     let usage = get_ok(s, &format!("/devui/simtree/{t}/usage")).await["usage"].clone();
     b.wait_text(
         "#usage",
-        &format!(
-            "LLM: {} calls · {} + {} tokens",
-            usage["calls"], usage["prompt_tokens"], usage["completion_tokens"]
-        ),
+        &format!("LLM: {} calls · {} + {} tokens", usage["calls"], usage["prompt_tokens"], usage["completion_tokens"]),
     )
     .await;
     let node = get_ok(s, &format!("/devui/simtree/{t}/node/{a}/info")).await["usage"].clone();
@@ -5060,13 +4363,9 @@ async fn a_failed_nodes_calls_tab_shows_the_request_it_failed_on_and_why() {
     b.wait_text("#calls article.call[data-index='0'] header", &agent).await;
     b.wait_text("#calls article.call .call-failed", &reason).await;
     assert_eq!(b.count("#calls article.call .reply").await, 0, "no reply came");
-    b.click("#calls article.call[data-index='0'] details.prompt summary")
+    b.click("#calls article.call[data-index='0'] details.prompt summary").await;
+    b.wait_text("#calls article.call[data-index='0'] .message[data-role='system'] pre", &format!("You are {agent}."))
         .await;
-    b.wait_text(
-        "#calls article.call[data-index='0'] .message[data-role='system'] pre",
-        &format!("You are {agent}."),
-    )
-    .await;
     assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("trust_failed_calls").await;
 }
@@ -5099,8 +4398,7 @@ async fn an_advance_past_the_episodes_end_is_labelled_with_what_it_ran_and_the_h
     let want = format!("+{points} of {asked} decisions");
     // The graph's label is cut to the room between siblings; its tooltip says it whole.
     tooltip_says(&b, a, &want).await;
-    b.wait_text(&format!("g.node[data-id='{a}'] text.nop"), &format!("+{points} of"))
-        .await;
+    b.wait_text(&format!("g.node[data-id='{a}'] text.nop"), &format!("+{points} of")).await;
     b.select_node(a).await;
     b.wait_text("#node-made", &want).await;
     // ... and while it is open (its run_finish says it); a whole advance keeps its label.
@@ -5112,17 +4410,10 @@ async fn an_advance_past_the_episodes_end_is_labelled_with_what_it_ran_and_the_h
     // The header names the scenario and its data, as the provenance does, not an episode id.
     let info = get_ok(s, &format!("/devui/simtree/{t}")).await;
     let p = &info["provenance"];
-    let chip = format!(
-        "{} · data {}",
-        p["scenario"].as_str().unwrap(),
-        p["dataset"].as_str().unwrap()
-    );
+    let chip = format!("{} · data {}", p["scenario"].as_str().unwrap(), p["dataset"].as_str().unwrap());
     b.shows("#tree-chip", &chip).await;
     let episode = view_of(s, t, 0).await["episode_id"].as_str().unwrap().to_string();
-    assert!(
-        !b.text("#tree-name").await.contains(&episode),
-        "no episode id in the header"
-    );
+    assert!(!b.text("#tree-name").await.contains(&episode), "no episode id in the header");
     assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("trust_ran_short").await;
 }
@@ -5137,9 +4428,7 @@ async fn typing_in_the_find_bar_searches_and_every_hit_past_the_first_page_is_li
     for i in 0..202 {
         made.push(broadcast_child(s, t, 0, &format!("a zanzibar quokka, sighting {i}")).await);
     }
-    let (_, api) = s
-        .get(&format!("/devui/simtree/{t}/search?q=zanzibar%20quokka&limit=1"))
-        .await;
+    let (_, api) = s.get(&format!("/devui/simtree/{t}/search?q=zanzibar%20quokka&limit=1")).await;
     let total = api["total"].as_u64().unwrap();
     assert!(total >= 202, "{api}");
     b.open(&format!("/simtree/{t}")).await;
@@ -5198,13 +4487,10 @@ async fn a_sweep_an_exploration_the_legend_and_the_op_kinds_are_chinese_after_sw
     b.to_chinese().await;
     b.wait_text("#sweep-table", "单元").await;
     b.assert_no_english("#sweeps", &["Cell", "Runs", "bootstrap"]).await;
-    b.assert_no_english("#explores", &["round", "runs", "Best", "out after", "done"])
-        .await;
-    b.assert_no_english(".legend", &["advance", "global", "sweep", "explore"])
-        .await;
-    let kinds = b
-        .js("return [...document.querySelectorAll('#op-kind option')].map(o => o.textContent).join(' ');")
-        .await;
+    b.assert_no_english("#explores", &["round", "runs", "Best", "out after", "done"]).await;
+    b.assert_no_english(".legend", &["advance", "global", "sweep", "explore"]).await;
+    let kinds =
+        b.js("return [...document.querySelectorAll('#op-kind option')].map(o => o.textContent).join(' ');").await;
     assert!(!kinds.to_string().contains("abm_set"), "{kinds}");
     b.finish("trust_zh_jobs").await;
 }
@@ -5257,10 +4543,7 @@ async fn framing_page(listener: tokio::net::TcpListener, src: String) {
     let html = format!(
         "<!doctype html><title>notebook</title><iframe id=\"f\" src=\"{src}\" width=\"900\" height=\"600\"></iframe>"
     );
-    let app = axum::Router::new().route(
-        "/",
-        axum::routing::get(move || async move { axum::response::Html(html) }),
-    );
+    let app = axum::Router::new().route("/", axum::routing::get(move || async move { axum::response::Html(html) }));
     tokio::spawn(async move { axum::serve(listener, app).await.ok() });
 }
 
@@ -5275,12 +4558,7 @@ async fn framed(b: &Browser, page: &str) -> (String, bool) {
     let mut href = String::new();
     while Instant::now() < deadline {
         b.client.enter_frame(0).await.expect("enter the frame");
-        href = b
-            .js("return location.href;")
-            .await
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        href = b.js("return location.href;").await.as_str().unwrap_or_default().to_string();
         drawn = b.js("return !!document.querySelector(\"g.node[data-id='0']\");").await == json!(true);
         b.client.enter_parent_frame().await.expect("leave the frame");
         if drawn {
@@ -5296,33 +4574,19 @@ async fn the_ui_refuses_to_be_framed_by_default_and_works_framed_by_an_allowed_o
     for allow in [false, true] {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let origin = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
-        let flags: Vec<&str> = if allow {
-            vec!["--allow-framing", &origin]
-        } else {
-            vec![]
-        };
+        let flags: Vec<&str> = if allow { vec!["--allow-framing", &origin] } else { vec![] };
         let Some(b) = Browser::start(&flags).await else { return };
         let t = b.server.create("simple_chat").await;
         framing_page(listener, b.server.url(&format!("/simtree/{t}"))).await;
         let (href, drawn) = framed(&b, &format!("{origin}/")).await;
         if allow {
-            assert!(
-                drawn,
-                "allowed origin {origin}: the framed tree page drew no root (frame at {href})"
-            );
+            assert!(drawn, "allowed origin {origin}: the framed tree page drew no root (frame at {href})");
             assert!(href.starts_with(&b.server.base), "{href}");
         } else {
-            assert!(
-                !drawn,
-                "framed by {origin} without --allow-framing, and the tree was drawn"
-            );
-            assert!(
-                href.starts_with("chrome-error://"),
-                "a refused frame shows the browser's error page: {href}"
-            );
+            assert!(!drawn, "framed by {origin} without --allow-framing, and the tree was drawn");
+            assert!(href.starts_with("chrome-error://"), "a refused frame shows the browser's error page: {href}");
         }
-        b.finish(if allow { "framing_allowed" } else { "framing_refused" })
-            .await;
+        b.finish(if allow { "framing_allowed" } else { "framing_refused" }).await;
     }
 }
 
@@ -5413,39 +4677,26 @@ async fn offline_describe_follows_the_words_and_undo_restores_the_model_before_r
     b.capture_errors().await;
     b.open("/new/abm").await;
     b.wait_css("#abm-form").await;
-    b.set_input(
-        "#abm-prompt",
-        "Money changing hands in a village market. Run it for 60 steps.",
-    )
-    .await;
+    b.set_input("#abm-prompt", "Money changing hands in a village market. Run it for 60 steps.").await;
     b.click("#abm-generate").await;
     let info = b.wait_text("#abm-info", "Offline generator").await;
     assert!(info.contains("Money changing hands in a village market"), "{info}");
-    assert!(
-        info.contains("Random Wealth Exchange") && info.contains("60 steps"),
-        "{info}"
-    );
+    assert!(info.contains("Random Wealth Exchange") && info.contains("60 steps"), "{info}");
     let first = b.json_view().await;
-    assert_eq!(
-        first["supportingInfo"]["title"],
-        "Money changing hands in a village market"
-    );
+    assert_eq!(first["supportingInfo"]["title"], "Money changing hands in a village market");
     assert_eq!(first["model"]["terminationCriteria"]["maxSteps"], 60);
     // Other words, another model.
-    b.set_input("#abm-prompt", "A wildfire burning through a forest for 30 days")
-        .await;
+    b.set_input("#abm-prompt", "A wildfire burning through a forest for 30 days").await;
     b.click("#abm-generate").await;
     b.wait_text("#abm-info", "A wildfire burning through a forest").await;
     let fire = b.json_view().await;
     assert_eq!(fire["model"]["terminationCriteria"]["maxSteps"], 30);
     assert_ne!(fire["model"]["agents"], first["model"]["agents"]);
     // An edit, then Refine: Undo puts back the edited model, and goes once the model is edited.
-    b.edit_json(|d| d["model"]["globalVariables"][0]["description"] = json!("my own edit"))
-        .await;
+    b.edit_json(|d| d["model"]["globalVariables"][0]["description"] = json!("my own edit")).await;
     b.wait_css("#abm-valid").await;
     let edited = b.json_view().await;
-    b.set_input("#abm-prompt", "A forest fire on a grid, for 80 steps")
-        .await;
+    b.set_input("#abm-prompt", "A forest fire on a grid, for 80 steps").await;
     b.click("#abm-refine").await;
     b.wait_text("#abm-info", "80 steps").await;
     assert_ne!(b.json_view().await, edited, "Refine replaced the model");
@@ -5478,8 +4729,7 @@ async fn a_chart_enlarges_across_the_window_and_escape_puts_it_back() {
         "enlarged {big:?} in a window {window} px wide; it was {small:?}"
     );
     // The read-out follows the pointer on the enlarged chart: its right end is the last day.
-    b.js("document.querySelector('#equity-chart').dispatchEvent(new MouseEvent('mouseleave'));")
-        .await;
+    b.js("document.querySelector('#equity-chart').dispatchEvent(new MouseEvent('mouseleave'));").await;
     assert_eq!(b.last_readout("equity-chart").await, last_day);
     b.shot("chart_enlarged").await;
     b.key("Escape").await;
@@ -5499,19 +4749,13 @@ async fn a_chart_enlarges_across_the_window_and_escape_puts_it_back() {
 /// [left, top, right, bottom, node id].
 async fn label_boxes(b: &Browser) -> Vec<[f64; 5]> {
     let v = b
-        .js(
-            "return [...document.querySelectorAll('g.node text.ntitle, g.node text.nop')]
+        .js("return [...document.querySelectorAll('g.node text.ntitle, g.node text.nop')]
               .filter(t => t.textContent.trim() !== '')
               .map(t => { const r = t.getBoundingClientRect();
                           return [r.left, r.top, r.right, r.bottom, Number(t.closest('g.node').dataset.id)]; })
-              .filter(r => r[2] > r[0]);",
-        )
+              .filter(r => r[2] > r[0]);")
         .await;
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .map(|r| std::array::from_fn(|i| r[i].as_f64().unwrap_or(f64::NAN)))
-        .collect()
+    v.as_array().into_iter().flatten().map(|r| std::array::from_fn(|i| r[i].as_f64().unwrap_or(f64::NAN))).collect()
 }
 
 /// Every two of `boxes` that overlap (by more than half a pixel either way).
@@ -5546,11 +4790,7 @@ async fn the_labels_of_a_wide_tree_never_overlap_at_any_zoom() {
             .expect("PATCH");
         assert_eq!(r.status(), 200);
     }
-    for text in [
-        "Breaking: the harbour is closed",
-        "Breaking: the bridge is open",
-        "A long broadcast",
-    ] {
+    for text in ["Breaking: the harbour is closed", "Breaking: the bridge is open", "A long broadcast"] {
         broadcast_child(s, t, 0, text).await;
     }
     b.open_tree_of(t, 10).await;
@@ -5594,21 +4834,15 @@ async fn the_abm_form_edits_globals_and_agent_parameters_beside_the_json() {
     b.wait_address("/new/abm?").await;
     let population = "#abm-model-globalVariables-0-initialValue";
     b.wait_value_is(population, "1000").await;
-    assert_eq!(
-        b.text("label[for='abm-model-globalVariables-0-initialValue']").await,
-        "totalPopulation"
-    );
+    assert_eq!(b.text("label[for='abm-model-globalVariables-0-initialValue']").await, "totalPopulation");
     b.wait_value_is("#abm-model-terminationCriteria-maxSteps", "200").await;
-    b.wait_value_is("#abm-model-agents-0-0-initialCount", "globalVariable.totalPopulation")
-        .await;
-    b.wait_value_is("#abm-model-agents-0-0-agentAttributes-1-initialValue", "-1")
-        .await;
+    b.wait_value_is("#abm-model-agents-0-0-initialCount", "globalVariable.totalPopulation").await;
+    b.wait_value_is("#abm-model-agents-0-0-agentAttributes-1-initialValue", "-1").await;
     assert!(b.texts("h4.abm-agent").await.contains(&"Person".to_string()));
     // Typed values land in the document with their types.
     b.set_input(population, "500").await;
     b.set_input("#abm-model-terminationCriteria-maxSteps", "25").await;
-    b.set_input("#abm-model-agents-0-0-agentAttributes-0-initialValue", "S")
-        .await;
+    b.set_input("#abm-model-agents-0-0-agentAttributes-0-initialValue", "S").await;
     let doc = b.json_view().await;
     assert_eq!(doc["model"]["globalVariables"][0]["initialValue"], 500);
     assert_eq!(doc["model"]["terminationCriteria"]["maxSteps"], 25);
@@ -5623,16 +4857,12 @@ async fn the_abm_form_edits_globals_and_agent_parameters_beside_the_json() {
     })
     .await;
     b.wait_value_is("#abm-model-globalVariables-7-initialValue", "x").await;
-    b.edit_json(|d| drop(d["model"]["globalVariables"].as_array_mut().unwrap().pop()))
-        .await;
+    b.edit_json(|d| drop(d["model"]["globalVariables"].as_array_mut().unwrap().pop())).await;
     b.wait_count("#abm-model-globalVariables-7-initialValue", 0).await;
     b.wait_css("#abm-valid").await;
     b.click("#create-tree").await;
     let (_, info) = b.created_tree().await;
-    assert_eq!(
-        info["document"]["model"]["globalVariables"][0]["initialValue"], 500,
-        "{info}"
-    );
+    assert_eq!(info["document"]["model"]["globalVariables"][0]["initialValue"], 500, "{info}");
     assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("abm_form").await;
 }

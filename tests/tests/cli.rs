@@ -34,14 +34,8 @@ fn run_completes_for_every_shipped_scenario() {
             let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{id}: {e}: {line}"));
             assert!(v["type"].is_string() && v["data"].is_object(), "{id}: {line}");
         }
-        assert!(
-            !stdout.contains("\"agent_error\""),
-            "{id}: the mock produced an agent error"
-        );
-        let human = Command::new(simtree_bin())
-            .args(["run", "--scenario", &id, "--turns", "5"])
-            .output()
-            .unwrap();
+        assert!(!stdout.contains("\"agent_error\""), "{id}: the mock produced an agent error");
+        let human = Command::new(simtree_bin()).args(["run", "--scenario", &id, "--turns", "5"]).output().unwrap();
         assert!(human.status.success());
         assert!(String::from_utf8_lossy(&human.stderr).contains("turns run"));
     }
@@ -50,10 +44,8 @@ fn run_completes_for_every_shipped_scenario() {
 #[test]
 fn run_also_drives_trading_episodes_and_agent_based_models() {
     for (id, marker) in [("llm_trader", "\"decision_point\""), ("sir_network", "\"abm_step\"")] {
-        let out = Command::new(simtree_bin())
-            .args(["run", "--scenario", id, "--turns", "3", "--json"])
-            .output()
-            .unwrap();
+        let out =
+            Command::new(simtree_bin()).args(["run", "--scenario", id, "--turns", "3", "--json"]).output().unwrap();
         assert!(out.status.success(), "{id}: {}", String::from_utf8_lossy(&out.stderr));
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.lines().count() >= 3 && stdout.contains(marker), "{id}: {stdout}");
@@ -62,16 +54,10 @@ fn run_also_drives_trading_episodes_and_agent_based_models() {
 
 #[test]
 fn unknown_scenario_is_a_clear_error() {
-    let out = Command::new(simtree_bin())
-        .args(["run", "--scenario", "chess", "--turns", "1"])
-        .output()
-        .unwrap();
+    let out = Command::new(simtree_bin()).args(["run", "--scenario", "chess", "--turns", "1"]).output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("unknown scenario 'chess'") && err.contains("simple_chat"),
-        "{err}"
-    );
+    assert!(err.contains("unknown scenario 'chess'") && err.contains("simple_chat"), "{err}");
 }
 
 #[test]
@@ -83,16 +69,10 @@ fn a_malformed_scenario_file_is_rejected_with_its_name_and_field() {
         r#"{"scene": {"type": "simple_chat", "name": "r"}, "agents": [{"name": "A", "action_space": ["dance"]}]}"#,
     )
     .unwrap();
-    let out = Command::new(simtree_bin())
-        .args(["--assets", dir.to_str().unwrap(), "scenarios"])
-        .output()
-        .unwrap();
+    let out = Command::new(simtree_bin()).args(["--assets", dir.to_str().unwrap(), "scenarios"]).output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("scenarios/broken.json: agents[0].action_space[0]: unknown variant `dance`"),
-        "{err}"
-    );
+    assert!(err.contains("scenarios/broken.json: agents[0].action_space[0]: unknown variant `dance`"), "{err}");
     std::fs::remove_dir_all(dir).ok();
 }
 
@@ -198,45 +178,27 @@ async fn scenarios_save_list_and_rm_keep_the_library_of_a_data_folder_with_the_a
         assert!(!ok, "{args:?} passed");
         assert!(err.contains(says), "{args:?}: {err}");
     };
-    refused(
-        &["scenarios", "save", "evil\u{1b}[31m", &file, "--data", &data],
-        "control characters (found U+001B)",
-    );
-    refused(
-        &["scenarios", "save", "../../etc", &file, "--data", &data],
-        "not a path",
-    );
+    refused(&["scenarios", "save", "evil\u{1b}[31m", &file, "--data", &data], "control characters (found U+001B)");
+    refused(&["scenarios", "save", "../../etc", &file, "--data", &data], "not a path");
     refused(&["scenarios", "save", "council", &file, "--data", &data], "read-only");
     let mut bad = shipped_chat("Bad");
     bad["agents"][1]["action_space"] = serde_json::json!(["fly"]);
     write(&bad);
-    refused(
-        &["scenarios", "save", "bad", &file, "--data", &data],
-        "agents[1].action_space[0]",
-    );
+    refused(&["scenarios", "save", "bad", &file, "--data", &data], "agents[1].action_space[0]");
     let mut big = shipped_chat("Big");
     big["description"] = "x".repeat(2 << 20).into();
     write(&big);
     refused(&["scenarios", "save", "big", &file, "--data", &data], "at most 2097152");
-    refused(
-        &["scenarios", "save", "missing", &dir.path("nope.json"), "--data", &data],
-        "cannot read",
-    );
+    refused(&["scenarios", "save", "missing", &dir.path("nope.json"), "--data", &data], "cannot read");
     refused(&["scenarios", "rm", "council", "--data", &data], "read-only");
-    refused(
-        &["scenarios", "rm", "nothing", "--data", &data],
-        "no saved scenario called 'nothing'",
-    );
+    refused(&["scenarios", "rm", "nothing", "--data", &data], "no saved scenario called 'nothing'");
 
     let (ok, out, err) = simtree(&["scenarios", "list", "--data", &data]);
     assert!(ok, "{err}");
     let mine: Vec<&str> = out.lines().filter(|l| l.starts_with("mine ")).collect();
     assert_eq!(mine.len(), 1, "{out}");
     assert!(mine[0].contains("saved v2") && mine[0].contains("Mine, again"), "{out}");
-    assert!(
-        out.lines().any(|l| l.starts_with("council ") && l.contains("shipped")),
-        "{out}"
-    );
+    assert!(out.lines().any(|l| l.starts_with("council ") && l.contains("shipped")), "{out}");
     assert!(!out.contains("bad") && !out.contains("big"), "{out}");
 
     // The server on that folder serves what the CLI saved, both versions.
@@ -244,12 +206,7 @@ async fn scenarios_save_list_and_rm_keep_the_library_of_a_data_folder_with_the_a
     let (_, v1) = s.get("/api/scenarios/mine?version=1").await;
     assert_eq!(v1["document"], shipped_chat("Mine"));
     let (_, list) = s.get("/api/scenarios").await;
-    let saved: Vec<&serde_json::Value> = list
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["origin"] == "saved")
-        .collect();
+    let saved: Vec<&serde_json::Value> = list.as_array().unwrap().iter().filter(|e| e["origin"] == "saved").collect();
     assert_eq!(saved.len(), 1, "{list}");
     assert_eq!((&saved[0]["id"], &saved[0]["version"]), (&"mine".into(), &2.into()));
     drop(s);
@@ -279,16 +236,7 @@ fn run_scenario_file_trades_on_the_dataset_its_document_names() {
         "dataset": "prices", "agent": {"kind": "buy_and_hold"}}});
     let file = dir.path("trade.json");
     std::fs::write(&file, doc.to_string()).unwrap();
-    let (ok, out, err) = simtree(&[
-        "run",
-        "--scenario-file",
-        &file,
-        "--turns",
-        "5",
-        "--json",
-        "--data",
-        &data,
-    ]);
+    let (ok, out, err) = simtree(&["run", "--scenario-file", &file, "--turns", "5", "--json", "--data", &data]);
     assert!(ok, "{err}");
     let values: Vec<f64> = out
         .lines()
@@ -299,15 +247,7 @@ fn run_scenario_file_trades_on_the_dataset_its_document_names() {
     // Buy and hold: 100 shares at the first close (10), then each day's close adds 100.
     assert_eq!(values, [1000.0, 1100.0, 1200.0, 1300.0, 1400.0], "{out}");
     // Without the dataset the run is refused, naming it.
-    let (ok, _, err) = simtree(&[
-        "run",
-        "--scenario-file",
-        &file,
-        "--turns",
-        "1",
-        "--data",
-        &dir.path("empty"),
-    ]);
+    let (ok, _, err) = simtree(&["run", "--scenario-file", &file, "--turns", "1", "--data", &dir.path("empty")]);
     assert!(!ok);
     assert!(err.contains("no dataset called 'prices'"), "{err}");
 }

@@ -16,11 +16,7 @@ use simtree_e2e::{Server, serve_provider, simtree_bin};
 /// Answers every chat completion with one message naming the call, then yields.
 async fn completions(State(calls): State<Arc<AtomicU64>>, Json(body): Json<Value>) -> Json<Value> {
     let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
-    let last = body["messages"]
-        .as_array()
-        .and_then(|m| m.last())
-        .cloned()
-        .unwrap_or_default();
+    let last = body["messages"].as_array().and_then(|m| m.last()).cloned().unwrap_or_default();
     let action = if last["role"] == "user" && last["content"] == "Continue." {
         "<Action name=\"yield\" />".to_string()
     } else {
@@ -37,9 +33,7 @@ async fn completions(State(calls): State<Arc<AtomicU64>>, Json(body): Json<Value
 
 async fn fake_openai() -> (String, Arc<AtomicU64>) {
     let calls = Arc::new(AtomicU64::new(0));
-    let app = axum::Router::new()
-        .route("/v1/chat/completions", post(completions))
-        .with_state(calls.clone());
+    let app = axum::Router::new().route("/v1/chat/completions", post(completions)).with_state(calls.clone());
     let (url, _task) = serve_provider(app).await;
     (url, calls)
 }
@@ -52,16 +46,7 @@ async fn run_on_an_openai_shaped_server_prints_its_replies_and_writes_an_importa
     let out_dir = dir.clone();
     let output = tokio::task::spawn_blocking(move || {
         Command::new(simtree_bin())
-            .args([
-                "run",
-                "--scenario",
-                "simple_chat",
-                "--turns",
-                "3",
-                "--json",
-                "--llm",
-                "openai",
-            ])
+            .args(["run", "--scenario", "simple_chat", "--turns", "3", "--json", "--llm", "openai"])
             .arg("--out")
             .arg(&out_dir)
             .env("LLM_BASE_URL", &url)
@@ -75,10 +60,7 @@ async fn run_on_an_openai_shaped_server_prints_its_replies_and_writes_an_importa
     .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    assert!(
-        stdout.contains("FAKE-REPLY-1"),
-        "the fake's reply is in the log:\n{stdout}"
-    );
+    assert!(stdout.contains("FAKE-REPLY-1"), "the fake's reply is in the log:\n{stdout}");
     let n = calls.load(Ordering::SeqCst);
     assert!(n >= 3, "one call per turn at least, got {n}");
 
@@ -109,9 +91,7 @@ fn a_reader_that_hangs_up_early_ends_the_run_quietly() {
         }
         let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
         let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
         assert!(!first.is_empty());
         // The reader is dropped here, as `head -1` exits.
         let out = child.wait_with_output().unwrap();

@@ -59,10 +59,7 @@ fn without_snapshot(body: String) -> String {
 async fn tree_routes(s: &Server, id: u64) -> Map<String, Value> {
     let mut out = Map::new();
     for what in ["summaries", "graph", "usage", "sweep"] {
-        out.insert(
-            what.into(),
-            text(s, &format!("/devui/simtree/{id}/{what}")).await.into(),
-        );
+        out.insert(what.into(), text(s, &format!("/devui/simtree/{id}/{what}")).await.into());
     }
     let (_, g) = s.get(&format!("/devui/simtree/{id}/graph")).await;
     for n in g["nodes"].as_array().unwrap() {
@@ -112,18 +109,10 @@ async fn populate_stored_features(s: &Server) -> Vec<String> {
     };
     let mut talk = asset("scenarios/simple_chat.json");
     talk["title"] = "Fixture talk, first version".into();
-    let (st, r) = s
-        .post("/api/scenarios", &json!({"name": "fixture-talk", "document": talk}))
-        .await;
+    let (st, r) = s.post("/api/scenarios", &json!({"name": "fixture-talk", "document": talk})).await;
     assert_eq!(st, 201, "{r}");
     talk["title"] = "Fixture talk, second version".into();
-    let r = s
-        .http
-        .put(s.url("/api/scenarios/fixture-talk"))
-        .json(&json!({"document": talk}))
-        .send()
-        .await
-        .unwrap();
+    let r = s.http.put(s.url("/api/scenarios/fixture-talk")).json(&json!({"document": talk})).send().await.unwrap();
     assert_eq!(r.status().as_u16(), 200);
     let tree_from = |scenario: &'static str| async move {
         let (st, r) = s.post("/devui/simtree", &json!({"scenario": scenario})).await;
@@ -131,12 +120,7 @@ async fn populate_stored_features(s: &Server) -> Vec<String> {
         r["id"].as_u64().unwrap()
     };
     let chat = tree_from("fixture-talk@1").await;
-    let a = child(
-        s,
-        &format!("/devui/simtree/{chat}/advance"),
-        json!({"parent": 0, "turns": 2}),
-    )
-    .await;
+    let a = child(s, &format!("/devui/simtree/{chat}/advance"), json!({"parent": 0, "turns": 2})).await;
     let note = json!({"title": "The lighthouse turn", "note": "Ask about the lighthouse keeper.", "tags": ["key"], "starred": true});
     assert_eq!(s.patch(&format!("/devui/simtree/{chat}/node/{a}"), &note).await.0, 200);
     let about = json!({"description": "A talk kept as a fixture: library version 1, a note, an interview."});
@@ -157,17 +141,10 @@ async fn populate_stored_features(s: &Server) -> Vec<String> {
     trade["episode"]["tickers"] = json!(["AAA"]);
     trade["episode"]["start_date"] = "2020-01-05".into();
     trade["episode"]["end_date"] = "2020-01-15".into();
-    let (st, r) = s
-        .post("/api/scenarios", &json!({"name": "fixture-trade", "document": trade}))
-        .await;
+    let (st, r) = s.post("/api/scenarios", &json!({"name": "fixture-trade", "document": trade})).await;
     assert_eq!(st, 201, "{r}");
     let trading = tree_from("fixture-trade").await;
-    child(
-        s,
-        &format!("/devui/simtree/{trading}/advance"),
-        json!({"parent": 0, "turns": 3}),
-    )
-    .await;
+    child(s, &format!("/devui/simtree/{trading}/advance"), json!({"parent": 0, "turns": 3})).await;
     for t in [chat, trading] {
         idle(s, t).await;
     }
@@ -193,9 +170,7 @@ async fn explore_rates(s: &Server, tree: u64, turns: u64, rates: &[f64]) -> u64 
         "space": [{"label": "rate", "op": {"op": "abm_set_global", "name": "infectionRate"},
                    "field": "value", "values": rates}],
         "replicates": 1, "budget": {"runs": 10}});
-    ok(s, &format!("/devui/simtree/{tree}/explore"), body).await["explore"]
-        .as_u64()
-        .unwrap()
+    ok(s, &format!("/devui/simtree/{tree}/explore"), body).await["explore"].as_u64().unwrap()
 }
 
 /// The table of exploration `id` of `tree` once `done` says it may be read.
@@ -217,10 +192,7 @@ async fn explore_until(s: &Server, tree: u64, id: u64, done: impl Fn(&Value) -> 
 /// interrupted exploration is added later, see `write_release_fixture`).
 async fn populate_money_and_explorations(s: &Server, abm: u64) -> Vec<String> {
     let (st, r) = s
-        .post(
-            "/devui/simtree",
-            &json!({"scenario": "simple_chat", "name": "fixture budget", "money_budget": 0.25}),
-        )
+        .post("/devui/simtree", &json!({"scenario": "simple_chat", "name": "fixture budget", "money_budget": 0.25}))
         .await;
     assert_eq!(st, 200, "{r}");
     let budget = r["id"].as_u64().unwrap();
@@ -249,12 +221,7 @@ async fn small_epidemic(s: &Server) -> u64 {
         }
     }
     sir["supportingInfo"]["title"] = "SIR epidemic among 30 people".into();
-    let (st, r) = s
-        .post(
-            "/devui/simtree",
-            &json!({"scenario": sir, "seed": 7, "name": "fixture epidemic"}),
-        )
-        .await;
+    let (st, r) = s.post("/devui/simtree", &json!({"scenario": sir, "seed": 7, "name": "fixture epidemic"})).await;
     assert_eq!(st, 200, "{r}");
     r["id"].as_u64().unwrap()
 }
@@ -279,11 +246,7 @@ async fn extras(s: &Server, paths: &[String]) -> Map<String, Value> {
         let (status, mut body) = s.get(p).await;
         assert_eq!(status, 200, "{p}: {body}");
         if let Some(items) = body.as_array_mut() {
-            items.retain(|i| {
-                i.get("id")
-                    .and_then(Value::as_str)
-                    .is_none_or(|id| id.starts_with("fixture-"))
-            });
+            items.retain(|i| i.get("id").and_then(Value::as_str).is_none_or(|id| id.starts_with("fixture-")));
         }
         out.insert(p.clone(), body.to_string().into());
     }
@@ -319,12 +282,8 @@ async fn populate(s: &Server, all_scenes: bool, small_abm: bool) -> u64 {
     let chat = s.create("simple_chat").await;
     let t = |p: &str| format!("/devui/simtree/{chat}/{p}");
     let a = child(s, &t("advance"), json!({"parent": 0, "turns": 2})).await;
-    let b = child(
-        s,
-        &t("branch"),
-        json!({"parent": a, "ops": [{"op": "public_broadcast", "text": "Breaking news"}]}),
-    )
-    .await;
+    let b = child(s, &t("branch"), json!({"parent": a, "ops": [{"op": "public_broadcast", "text": "Breaking news"}]}))
+        .await;
     ok(s, &t("advance_multi"), json!({"parent": b, "turns": 1, "count": 3})).await;
     let ops = json!([
         {"op": "agent_ctx_append", "name": "Alice", "role": "user", "content": "Remember the picnic."},
@@ -344,18 +303,8 @@ async fn populate(s: &Server, all_scenes: bool, small_abm: bool) -> u64 {
     };
     for &scene in scenes {
         let id = s.create(scene).await;
-        let n = child(
-            s,
-            &format!("/devui/simtree/{id}/advance"),
-            json!({"parent": 0, "turns": 3}),
-        )
-        .await;
-        child(
-            s,
-            &format!("/devui/simtree/{id}/advance"),
-            json!({"parent": n, "turns": 2}),
-        )
-        .await;
+        let n = child(s, &format!("/devui/simtree/{id}/advance"), json!({"parent": 0, "turns": 3})).await;
+        child(s, &format!("/devui/simtree/{id}/advance"), json!({"parent": n, "turns": 2})).await;
         if scene == "village" {
             let patch = json!({"parent": 0, "ops": [{"op": "scene_state_patch", "updates": {"time": 1200}}]});
             child(s, &format!("/devui/simtree/{id}/branch"), patch).await;
@@ -370,12 +319,7 @@ async fn populate(s: &Server, all_scenes: bool, small_abm: bool) -> u64 {
                 "description": "A market stall: one trader names a split, the other takes it or walks.",
                 "rules": "- Be brief."}}]});
             let p = child(s, &format!("/devui/simtree/{id}/branch"), prose).await;
-            child(
-                s,
-                &format!("/devui/simtree/{id}/advance"),
-                json!({"parent": p, "turns": 2}),
-            )
-            .await;
+            child(s, &format!("/devui/simtree/{id}/advance"), json!({"parent": p, "turns": 2})).await;
         }
     }
     // A council whose document names its chair (from 2026-11-29c on).
@@ -385,56 +329,27 @@ async fn populate(s: &Server, all_scenes: bool, small_abm: bool) -> u64 {
     .unwrap();
     chaired["agents"][0]["name"] = json!("Speaker");
     chaired["scene"]["config"] = json!({"chair": "Speaker"});
-    let id = ok(s, "/devui/simtree", json!({"scenario": chaired})).await["id"]
-        .as_u64()
-        .unwrap();
-    child(
-        s,
-        &format!("/devui/simtree/{id}/advance"),
-        json!({"parent": 0, "turns": 4}),
-    )
-    .await;
+    let id = ok(s, "/devui/simtree", json!({"scenario": chaired})).await["id"].as_u64().unwrap();
+    child(s, &format!("/devui/simtree/{id}/advance"), json!({"parent": 0, "turns": 4})).await;
     // A tree whose agents' state goes last in their prompts (from 2026-11-29d on).
-    let id = ok(
-        s,
-        "/devui/simtree",
-        json!({"scenario": "simple_chat", "prompt_layout": "state_last"}),
-    )
-    .await["id"]
+    let id = ok(s, "/devui/simtree", json!({"scenario": "simple_chat", "prompt_layout": "state_last"})).await["id"]
         .as_u64()
         .unwrap();
-    child(
-        s,
-        &format!("/devui/simtree/{id}/advance"),
-        json!({"parent": 0, "turns": 3}),
-    )
-    .await;
+    child(s, &format!("/devui/simtree/{id}/advance"), json!({"parent": 0, "turns": 3})).await;
 
-    let trading: &[&str] = if all_scenes {
-        &["momentum_tech", "llm_trader"]
-    } else {
-        &["llm_trader"]
-    };
+    let trading: &[&str] = if all_scenes { &["momentum_tech", "llm_trader"] } else { &["llm_trader"] };
     for &scenario in trading {
         let id = s.create(scenario).await;
         let t = |p: &str| format!("/devui/simtree/{id}/{p}");
         let a = child(s, &t("advance"), json!({"parent": 0, "turns": 4})).await;
         let news = json!({"op": "case_data_inject", "item": {"kind": "news", "content": "A surprise product recall."}});
-        let b = child(
-            s,
-            &t("branch"),
-            json!({"parent": a, "ops": [news, {"op": "portfolio_patch", "cash": 250000}]}),
-        )
-        .await;
+        let b = child(s, &t("branch"), json!({"parent": a, "ops": [news, {"op": "portfolio_patch", "cash": 250000}]}))
+            .await;
         child(s, &t("advance"), json!({"parent": b, "turns": 3})).await;
     }
 
     // The shipped epidemic through 2026-11-26; a copy on 30 people from 2026-11-26b on.
-    let abm = if small_abm {
-        small_epidemic(s).await
-    } else {
-        s.create("sir_network").await
-    };
+    let abm = if small_abm { small_epidemic(s).await } else { s.create("sir_network").await };
     let t = |p: &str| format!("/devui/simtree/{abm}/{p}");
     let a = child(s, &t("advance"), json!({"parent": 0, "turns": 4})).await;
     let b = child(
@@ -504,14 +419,8 @@ async fn write_release_fixture() {
     s.interrupt();
     let mut s = Server::start_with(&flags);
     let cut = explore_rates(&s, abm, 100, &[0.3, 0.05, 0.1]).await;
-    let measured = |t: &Value| -> u64 {
-        t["candidates"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["n"].as_u64().unwrap())
-            .sum()
-    };
+    let measured =
+        |t: &Value| -> u64 { t["candidates"].as_array().unwrap().iter().map(|c| c["n"].as_u64().unwrap()).sum() };
     // Killed in its first round, with a replicate measured and others running.
     let table = explore_until(&s, abm, cut, |t| measured(t) >= 1 || t["round"] != 1).await;
     assert_eq!(
@@ -580,10 +489,7 @@ fn assert_same(release: &str, what: &str, expected: &Map<String, Value>, got: &M
             (Ok(ev), Ok(gv)) => contains(&without_build(ev), &gv),
             _ => e == g,
         };
-        assert!(
-            same,
-            "{release} {what}: {route} differs from what the release answered:\n{e}\n{g}"
-        );
+        assert!(same, "{release} {what}: {route} differs from what the release answered:\n{e}\n{g}");
     }
 }
 
@@ -604,10 +510,7 @@ fn ops_in(v: &Value, out: &mut Vec<String>) {
 /// The ops of a tree's graph as the release answered it (`tree_routes`' `graph` body).
 fn graph_ops(routes: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    ops_in(
-        &serde_json::from_str(routes["graph"].as_str().unwrap()).unwrap(),
-        &mut out,
-    );
+    ops_in(&serde_json::from_str(routes["graph"].as_str().unwrap()).unwrap(), &mut out);
     out
 }
 
@@ -640,10 +543,7 @@ fn stored_and_exported_ops_read_back_byte_for_byte() {
 #[test]
 fn containment_allows_new_fields_only() {
     let v = |s: &str| serde_json::from_str::<Value>(s).unwrap();
-    assert!(contains(
-        &v(r#"{"a": 1, "b": [1, {"c": 2}]}"#),
-        &v(r#"{"a": 1, "b": [1, {"c": 2, "d": 3}], "e": 4}"#)
-    ));
+    assert!(contains(&v(r#"{"a": 1, "b": [1, {"c": 2}]}"#), &v(r#"{"a": 1, "b": [1, {"c": 2, "d": 3}], "e": 4}"#)));
     assert!(!contains(&v(r#"{"a": 1}"#), &v(r#"{"a": 2}"#)));
     assert!(!contains(&v(r#"{"a": 1}"#), &v(r#"{"b": 1}"#)));
     assert!(!contains(&v(r#"[1, 2]"#), &v(r#"[1, 2, 3]"#)));
@@ -660,21 +560,12 @@ async fn data_folders_of_every_release_open_unchanged() {
         let s = Server::start_with(&["--data", dir.to_str().unwrap()]);
         let got = everything(&s).await;
         let list = |v: &Value| serde_json::from_str::<Value>(v.as_str().unwrap()).unwrap();
-        assert!(
-            contains(&list(&expected["list"]), &list(&got["list"])),
-            "{release}: the tree list differs"
-        );
+        assert!(contains(&list(&expected["list"]), &list(&got["list"])), "{release}: the tree list differs");
         for (id, routes) in expected["trees"].as_object().unwrap() {
-            let got = got["trees"][id]
-                .as_object()
-                .unwrap_or_else(|| panic!("{release}: tree {id} is missing"));
+            let got = got["trees"][id].as_object().unwrap_or_else(|| panic!("{release}: tree {id} is missing"));
             assert_same(release, &format!("tree {id}"), routes.as_object().unwrap(), got);
             // Ops exactly, not by containment: a filled-in default would be a change.
-            assert_eq!(
-                graph_ops(routes),
-                graph_ops(&Value::from(got.clone())),
-                "{release}: tree {id}'s ops"
-            );
+            assert_eq!(graph_ops(routes), graph_ops(&Value::from(got.clone())), "{release}: tree {id}'s ops");
         }
         if let Some(extra) = expected.get("extra").and_then(Value::as_object) {
             let paths: Vec<String> = extra.keys().cloned().collect();
@@ -683,12 +574,7 @@ async fn data_folders_of_every_release_open_unchanged() {
         // The folder stays writable: a reopened tree grows.
         let (_, list) = s.get("/devui/simtree").await;
         let first = list[0]["id"].as_u64().unwrap();
-        child(
-            &s,
-            &format!("/devui/simtree/{first}/advance"),
-            json!({"parent": 0, "turns": 1}),
-        )
-        .await;
+        child(&s, &format!("/devui/simtree/{first}/advance"), json!({"parent": 0, "turns": 1})).await;
         drop(s);
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -708,9 +594,7 @@ async fn exports_of_every_release_import_unchanged() {
             let doc: Value = serde_json::from_slice(&export).unwrap();
             // A tree on an uploaded dataset does not import (yet: exports do not carry the
             // dataset): refused, as it was when written, never taken in half.
-            let on_dataset = doc["document"]["episode"]["dataset"]
-                .as_str()
-                .is_some_and(|d| d != "shipped");
+            let on_dataset = doc["document"]["episode"]["dataset"].as_str().is_some_and(|d| d != "shipped");
             let r = s
                 .http
                 .post(s.url("/devui/simtree/import"))

@@ -15,10 +15,7 @@ use serde_json::{Value, json};
 use simtree_e2e::{Server, advance, ok, own_entries};
 
 fn doc() -> Value {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../server/tests/fixtures/custom/hooked_draw.json"
-    );
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../server/tests/fixtures/custom/hooked_draw.json");
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
@@ -34,9 +31,7 @@ fn server(flags: &[&str]) -> Server {
 }
 
 async fn create(s: &Server, doc: Value, seed: u64) -> u64 {
-    ok(s, "/devui/simtree", json!({"scenario": doc, "seed": seed})).await["id"]
-        .as_u64()
-        .unwrap()
+    ok(s, "/devui/simtree", json!({"scenario": doc, "seed": seed})).await["id"].as_u64().unwrap()
 }
 
 async fn scene_state(s: &Server, tree: u64, node: u64) -> Value {
@@ -57,23 +52,14 @@ async fn the_phase_end_hook_decides_the_outcome_and_forks_and_replays_are_exact(
     let tree = create(&s, doc(), 7).await;
     let end = advance(&s, tree, 0, 10).await;
     let state = scene_state(&s, tree, end).await;
-    let (draw, pot) = (
-        state["vars"]["draw"].as_i64().unwrap(),
-        state["vars"]["pot"].as_i64().unwrap(),
-    );
+    let (draw, pot) = (state["vars"]["draw"].as_i64().unwrap(), state["vars"]["pot"].as_i64().unwrap());
     assert!((0..=20).contains(&draw), "on_phase_end drew: {state}");
     let outcome = if draw > pot { "house_wins" } else { "players_win" };
     assert_eq!(state["outcome"], outcome, "{state}");
     let log = own_entries(&s, tree, end).await;
     let text = serde_json::to_string(&log).unwrap();
-    assert!(
-        text.contains(&format!("The house draws {draw} against a pot of {pot}.")),
-        "{text}"
-    );
-    assert!(
-        text.contains(&format!("It ends: {outcome}")),
-        "the outcome hook ran: {text}"
-    );
+    assert!(text.contains(&format!("The house draws {draw} against a pot of {pot}.")), "{text}");
+    assert!(text.contains(&format!("It ends: {outcome}")), "the outcome hook ran: {text}");
     let chips = log
         .iter()
         .filter(|e| {
@@ -84,12 +70,7 @@ async fn the_phase_end_hook_decides_the_outcome_and_forks_and_replays_are_exact(
         .count();
     assert_eq!(state["vars"]["moves"], json!(chips), "on_action ran once per action");
     // The mock takes no custom action; the scripted player does, and on_action counts each.
-    let scripted = ok(
-        &s,
-        "/devui/simtree",
-        json!({"scenario": doc(), "seed": 7, "llm": "scripted"}),
-    )
-    .await["id"]
+    let scripted = ok(&s, "/devui/simtree", json!({"scenario": doc(), "seed": 7, "llm": "scripted"})).await["id"]
         .as_u64()
         .unwrap();
     let played = advance(&s, scripted, 0, 10).await;
@@ -135,14 +116,8 @@ async fn hook_sources_are_checked_in_the_sandbox_at_their_path() {
     let s = server(&[]);
     let trees = s.get("/devui/simtree").await.1;
     for (source, want) in [
-        (
-            "def on_phase_end(state, phase, rng)\n    return []\n",
-            "scene.config.hooks.source: not valid Python: line 1",
-        ),
-        (
-            "def helper(state):\n    return []\n",
-            "scene.config.hooks.source: defines none of the hooks",
-        ),
+        ("def on_phase_end(state, phase, rng)\n    return []\n", "scene.config.hooks.source: not valid Python: line 1"),
+        ("def helper(state):\n    return []\n", "scene.config.hooks.source: defines none of the hooks"),
         (
             // A `def` line inside a string fools a lexical look, not the parser.
             "x = '''\ndef outcome(state, rng):\n'''\n",
@@ -155,22 +130,11 @@ async fn hook_sources_are_checked_in_the_sandbox_at_their_path() {
         assert_eq!(r["path"], "scene.config.hooks.source", "{r}");
         assert!(r["detail"].as_str().unwrap().contains(want), "want {want}\n got {r}");
         let (st, created) = s.post("/devui/simtree", &json!({"scenario": bad})).await;
-        assert_eq!(
-            (st, &created["detail"]),
-            (422, &r["detail"]),
-            "check and create say the same"
-        );
+        assert_eq!((st, &created["detail"]), (422, &r["detail"]), "check and create say the same");
     }
-    let big = with_hooks(&format!(
-        "def outcome(state, rng):\n    return []\n#{}",
-        "x".repeat(25_000)
-    ));
+    let big = with_hooks(&format!("def outcome(state, rng):\n    return []\n#{}", "x".repeat(25_000)));
     let (st, r) = s.post("/api/documents/check", &json!({"document": big})).await;
-    assert_eq!(
-        (st, r["path"].as_str()),
-        (422, Some("scene.config.hooks.source")),
-        "{r}"
-    );
+    assert_eq!((st, r["path"].as_str()), (422, Some("scene.config.hooks.source")), "{r}");
     assert_eq!(s.get("/devui/simtree").await.1, trees, "no tree was made");
     let checked = ok(&s, "/api/documents/check", json!({"document": doc()})).await;
     assert_eq!(checked["kind"], "social");
@@ -179,12 +143,7 @@ async fn hook_sources_are_checked_in_the_sandbox_at_their_path() {
 /// Runs a tree of `source`'s hooks to its end; the advance's error (the node fails).
 async fn hostile_run(s: &Server, source: &str) -> (String, u64, u64) {
     let tree = create(s, with_hooks(source), 1).await;
-    let (st, r) = s
-        .post(
-            &format!("/devui/simtree/{tree}/advance"),
-            &json!({"parent": 0, "turns": 10}),
-        )
-        .await;
+    let (st, r) = s.post(&format!("/devui/simtree/{tree}/advance"), &json!({"parent": 0, "turns": 10})).await;
     assert_eq!(st, 200, "{r}");
     let node = r["child"].as_u64().unwrap();
     (r["error"].as_str().unwrap_or_default().to_string(), tree, node)
@@ -196,11 +155,7 @@ async fn no_half_turn(s: &Server, tree: u64, node: u64) {
     let info = node_info(s, tree, node).await;
     assert_eq!(info["status"], "failed", "{info}");
     let state = scene_state(s, tree, node).await;
-    assert_eq!(
-        (state["vars"]["draw"].as_i64(), &state["outcome"]),
-        (Some(-1), &Value::Null),
-        "{state}"
-    );
+    assert_eq!((state["vars"]["draw"].as_i64(), &state["outcome"]), (Some(-1), &Value::Null), "{state}");
 }
 
 #[tokio::test]
@@ -223,16 +178,11 @@ async fn hostile_hooks_are_stopped_by_a_named_bound_and_the_server_keeps_serving
         ),
         (hook("    x = bytearray(1 << 40)"), "stopped at its memory bound"),
         (
-            hook(&format!(
-                "    import socket\n    socket.create_connection(('127.0.0.1', {port}), timeout=2)"
-            )),
+            hook(&format!("    import socket\n    socket.create_connection(('127.0.0.1', {port}), timeout=2)")),
             "raised PermissionError",
         ),
         (hook("    import os\n    os.fork()"), "may not start processes"),
-        (
-            hook("    import subprocess\n    subprocess.run(['true'])"),
-            "may not start processes",
-        ),
+        (hook("    import subprocess\n    subprocess.run(['true'])"), "may not start processes"),
         (
             // The checkout is not in the sandbox, or (where the worker's venv lives in it) only
             // read-only; either way the write is refused (and the file checked absent below).
@@ -255,11 +205,7 @@ async fn hostile_hooks_are_stopped_by_a_named_bound_and_the_server_keeps_serving
             error.starts_with("hook on_phase_end failed: ") && want.split(" | ").any(|w| error.contains(w)),
             "want {want}\n got {error}"
         );
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "{want}: {:?}",
-            started.elapsed()
-        );
+        assert!(started.elapsed() < Duration::from_secs(30), "{want}: {:?}", started.elapsed());
         no_half_turn(&s, tree, node).await;
         assert_eq!(s.get("/health").await.0, 200);
     }
@@ -280,10 +226,7 @@ async fn a_hook_answering_no_effect_fails_the_turn_naming_the_hook_and_the_index
         "def on_phase_end(state, phase, rng):\n    return [{'reveal': '\"ok\"'}, {'explode': 'now'}]\n",
     )
     .await;
-    assert!(
-        error.starts_with("hook on_phase_end, effect [1]: unknown variant `explode`"),
-        "{error}"
-    );
+    assert!(error.starts_with("hook on_phase_end, effect [1]: unknown variant `explode`"), "{error}");
     no_half_turn(&s, tree, node).await;
 }
 
@@ -301,25 +244,16 @@ async fn a_cancel_stops_a_hook_call_in_progress_at_once() {
     // The betting phase's end reaches the hook well within this (four mock turns, a worker start).
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let asked = Instant::now();
-    let (st, r) = s
-        .post(&format!("/devui/simtree/{tree}/node/{node}/cancel"), &json!({}))
-        .await;
+    let (st, r) = s.post(&format!("/devui/simtree/{tree}/node/{node}/cancel"), &json!({})).await;
     assert_eq!(st, 200, "{r}");
     let reply = run.await.unwrap();
     let took = asked.elapsed();
     // Waiting out the bound would take at least 5 - 2.5 s more.
-    assert!(
-        took < Duration::from_secs(2),
-        "the cancel waited {took:?} for the hook: {reply}"
-    );
+    assert!(took < Duration::from_secs(2), "the cancel waited {took:?} for the hook: {reply}");
     let info = node_info(&s, tree, node).await;
     assert_eq!(info["status"], "cancelled", "{info}");
     let state = scene_state(&s, tree, node).await;
-    assert_eq!(
-        (state["vars"]["draw"].as_i64(), &state["outcome"]),
-        (Some(-1), &Value::Null),
-        "{state}"
-    );
+    assert_eq!((state["vars"]["draw"].as_i64(), &state["outcome"]), (Some(-1), &Value::Null), "{state}");
     let tree = create(&s, doc(), 2).await;
     let end = advance(&s, tree, 0, 10).await;
     assert!(scene_state(&s, tree, end).await["outcome"].is_string());
@@ -354,10 +288,7 @@ fn simtree_run_plays_a_hooked_document_on_its_own_worker_and_refuses_a_bad_sourc
 
     let (ok, stdout, stderr) = run(&with_hooks("def on_action(state, action, rng)\n    return []\n"));
     assert!(!ok, "{stdout}");
-    assert!(
-        stderr.contains("scene.config.hooks.source: not valid Python: line 1"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("scene.config.hooks.source: not valid Python: line 1"), "{stderr}");
     assert!(stdout.is_empty(), "nothing ran: {stdout}");
 }
 
@@ -370,34 +301,16 @@ async fn an_import_checks_its_hooks_as_creating_a_tree_does() {
     let tree = create(&s, doc(), 7).await;
     advance(&s, tree, 0, 2).await;
     let export = simtree_e2e::text(&s, &format!("/devui/simtree/{tree}/export")).await;
-    let source = doc()["scene"]["config"]["hooks"]["source"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let source = doc()["scene"]["config"]["hooks"]["source"].as_str().unwrap().to_string();
     let encoded = serde_json::to_string(&source).unwrap();
     let copies = export.matches(&encoded).count();
-    assert!(
-        copies >= 2,
-        "the export carries the source in each node's simulator ({copies})"
-    );
+    assert!(copies >= 2, "the export carries the source in each node's simulator ({copies})");
     let trees = s.get("/devui/simtree").await.1;
 
     let bad = serde_json::to_string("def on_phase_end(state, phase, rng)\n    return []\n").unwrap();
-    let (st, r) = s
-        .post_raw(
-            "/devui/simtree/import",
-            "application/json",
-            export.replace(&encoded, &bad),
-        )
-        .await;
+    let (st, r) = s.post_raw("/devui/simtree/import", "application/json", export.replace(&encoded, &bad)).await;
     assert_eq!(st, 422, "{r}");
-    assert!(
-        r["detail"]
-            .as_str()
-            .unwrap()
-            .contains("scene.config.hooks.source: not valid Python: line 1"),
-        "{r}"
-    );
+    assert!(r["detail"].as_str().unwrap().contains("scene.config.hooks.source: not valid Python: line 1"), "{r}");
 
     // Only the last copy changed (a later node's simulator): its hooks differ from the root's.
     let at = export.rfind(&encoded).unwrap();
@@ -405,13 +318,7 @@ async fn an_import_checks_its_hooks_as_creating_a_tree_does() {
     let differing = format!("{}{other}{}", &export[..at], &export[at + encoded.len()..]);
     let (st, r) = s.post_raw("/devui/simtree/import", "application/json", differing).await;
     assert_eq!(st, 422, "{r}");
-    assert!(
-        r["detail"]
-            .as_str()
-            .unwrap()
-            .contains("rule hooks differ from the root's"),
-        "{r}"
-    );
+    assert!(r["detail"].as_str().unwrap().contains("rule hooks differ from the root's"), "{r}");
     assert_eq!(s.get("/devui/simtree").await.1, trees, "nothing was listed");
     // The export as it was imports.
     let (st, r) = s.post_raw("/devui/simtree/import", "application/json", export).await;
@@ -428,10 +335,7 @@ async fn without_bubblewrap_hooked_documents_and_models_are_refused_and_name_the
         let (st, r) = s.post("/devui/simtree", &body).await;
         let detail = r["detail"].as_str().unwrap_or_default();
         assert_eq!(st, 503, "{r}");
-        assert!(
-            detail.contains("/nonexistent/bwrap is not installed") && detail.contains("--unsafe-abm"),
-            "{r}"
-        );
+        assert!(detail.contains("/nonexistent/bwrap is not installed") && detail.contains("--unsafe-abm"), "{r}");
     }
     let (st, r) = s.post("/api/documents/check", &json!({"document": doc()})).await;
     assert_eq!(st, 503, "{r}");

@@ -16,10 +16,7 @@ use simtree_e2e::{Server, advance, ok, serve_provider};
 const GENERATE: &str = "/api/documents/generate";
 
 fn ultimatum() -> Value {
-    let file = format!(
-        "{}/../assets/scenarios/custom_ultimatum.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let file = format!("{}/../assets/scenarios/custom_ultimatum.json", env!("CARGO_MANIFEST_DIR"));
     serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap()
 }
 
@@ -35,14 +32,8 @@ async fn offline_a_description_becomes_a_game_that_plays_and_refining_keeps_the_
     assert_eq!(doc["description"], prompt);
     assert_eq!(doc["scene"]["type"], "custom");
     assert_eq!(s.post("/api/documents/check", &json!({ "document": doc })).await.0, 200);
-    let tree = ok(
-        &s,
-        "/devui/simtree",
-        json!({"scenario": doc, "llm": "scripted", "seed": 2}),
-    )
-    .await["id"]
-        .as_u64()
-        .unwrap();
+    let tree =
+        ok(&s, "/devui/simtree", json!({"scenario": doc, "llm": "scripted", "seed": 2})).await["id"].as_u64().unwrap();
     let end = advance(&s, tree, 0, 400).await;
     let (_, view) = s.get(&format!("/devui/simtree/{tree}/node/{end}/view")).await;
     let outcome = view["state"]["outcome"].as_str().unwrap_or_else(|| panic!("{view}"));
@@ -51,26 +42,15 @@ async fn offline_a_description_becomes_a_game_that_plays_and_refining_keeps_the_
     // Building on the document as the user edited it: the edit stays, the words are new.
     let mut edited = doc.clone();
     edited["agents"][0]["user_profile"] = json!("A retired judge who chairs the jury.");
-    let (st, r) = s
-        .post(
-            GENERATE,
-            &json!({"prompt": "Make it a civil case.", "last_document": edited}),
-        )
-        .await;
+    let (st, r) = s.post(GENERATE, &json!({"prompt": "Make it a civil case.", "last_document": edited})).await;
     assert_eq!(st, 200, "{r}");
-    assert_eq!(
-        r["document"]["agents"][0]["user_profile"],
-        "A retired judge who chairs the jury."
-    );
+    assert_eq!(r["document"]["agents"][0]["user_profile"], "A retired judge who chairs the jury.");
     assert_eq!(r["document"]["description"], "Make it a civil case.");
 
     let (_, before) = s.get("/devui/simtree").await;
     for (body, want) in [
         (json!({"prompt": "   "}), "prompt: describe the scene in words"),
-        (
-            json!({"prompt": "x".repeat(20_001)}),
-            "prompt: at most 20000 characters",
-        ),
+        (json!({"prompt": "x".repeat(20_001)}), "prompt: at most 20000 characters"),
         (json!({"prompt": "a jury", "last_document": [1]}), "last_document"),
         (json!({"prompt": "a jury", "hooks": "import os"}), "hooks"),
     ] {
@@ -109,13 +89,8 @@ async fn write(State(w): State<Writer>, Json(body): Json<Value>) -> axum::respon
 }
 
 async fn server_writing(answers: Vec<Option<Value>>) -> (Server, Writer, tokio::task::JoinHandle<()>) {
-    let w = Writer {
-        answers: Arc::new(answers),
-        bodies: Arc::default(),
-    };
-    let app = axum::Router::new()
-        .route("/v1/chat/completions", post(write))
-        .with_state(w.clone());
+    let w = Writer { answers: Arc::new(answers), bodies: Arc::default() };
+    let app = axum::Router::new().route("/v1/chat/completions", post(write)).with_state(w.clone());
     let (url, task) = serve_provider(app).await;
     let s = Server::start_env(
         &[],
@@ -150,39 +125,21 @@ async fn a_providers_document_is_sent_back_with_its_problems_until_it_passes() {
     .await;
     let (st, r) = s.post(GENERATE, &json!({"prompt": "An ultimatum game."})).await;
     assert_eq!(st, 200, "{r}");
-    assert_eq!(
-        (&r["repairs"], &r["writer"]),
-        (&json!(2), &json!("openai:fake-model")),
-        "{r}"
-    );
+    assert_eq!((&r["repairs"], &r["writer"]), (&json!(2), &json!("openai:fake-model")), "{r}");
     assert_eq!(r["document"], good);
     assert_eq!(r["explanation"], "A bargaining game.");
     let bodies = w.bodies.lock().unwrap().clone();
     assert_eq!(bodies.len(), 3);
     let last_user = |b: &Value| {
-        b["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .rev()
-            .find(|m| m["role"] == "user")
-            .unwrap()["content"]
+        b["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "user").unwrap()["content"]
             .as_str()
             .unwrap()
             .to_string()
     };
-    assert!(
-        last_user(&bodies[1]).contains("document_json: not a JSON document"),
-        "{}",
-        last_user(&bodies[1])
-    );
+    assert!(last_user(&bodies[1]).contains("document_json: not a JSON document"), "{}", last_user(&bodies[1]));
     let second = last_user(&bodies[2]);
     assert!(second.contains("pot"), "the check's words go back: {second}");
-    assert!(
-        bodies[0]["response_format"]["json_schema"]["strict"] == true,
-        "{}",
-        bodies[0]
-    );
+    assert!(bodies[0]["response_format"]["json_schema"]["strict"] == true, "{}", bodies[0]);
 
     // Never passing: a 422 with what failed last; hooks are never taken from a model.
     let (s, w, _task) = server_writing(vec![answer(&hooked)]).await;

@@ -18,11 +18,7 @@ struct Backend {
 fn sqlite(name: &str) -> Backend {
     let dir = std::env::temp_dir().join(format!("simtree-durable-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    Backend {
-        flags: vec!["--data".into(), dir.to_string_lossy().into()],
-        _pg: None,
-        _dir: Some(TempDir(dir)),
-    }
+    Backend { flags: vec!["--data".into(), dir.to_string_lossy().into()], _pg: None, _dir: Some(TempDir(dir)) }
 }
 
 fn postgres() -> Backend {
@@ -30,12 +26,7 @@ fn postgres() -> Backend {
     Backend {
         // A short server lease: these tests kill a server and start the next at once, which
         // waits for the killed one's lease to lapse (tests/tests/teams.rs tests the lease).
-        flags: vec![
-            "--database-url".into(),
-            pg.url.clone(),
-            "--lease-secs".into(),
-            "1".into(),
-        ],
+        flags: vec!["--database-url".into(), pg.url.clone(), "--lease-secs".into(), "1".into()],
         _pg: Some(pg),
         _dir: None,
     }
@@ -53,13 +44,7 @@ impl Backend {
 }
 
 async fn rename(s: &Server, tree: u64, name: &str) {
-    let r = s
-        .http
-        .patch(s.url(&format!("/devui/simtree/{tree}")))
-        .json(&json!({"name": name}))
-        .send()
-        .await
-        .unwrap();
+    let r = s.http.patch(s.url(&format!("/devui/simtree/{tree}"))).json(&json!({"name": name})).send().await.unwrap();
     assert_eq!(r.status().as_u16(), 200);
 }
 
@@ -119,12 +104,7 @@ async fn survives_kill_9(backend: Backend, with_abm: bool) {
     .await["child"]
         .as_u64()
         .unwrap();
-    ok(
-        &s,
-        &format!("/devui/simtree/{chat}/advance_multi"),
-        json!({"parent": b, "turns": 1, "count": 3}),
-    )
-    .await;
+    ok(&s, &format!("/devui/simtree/{chat}/advance_multi"), json!({"parent": b, "turns": 1, "count": 3})).await;
     // A sweep (cells and replicates with edge type `sweep`, its table stored with them).
     let sweep = ok(
         &s,
@@ -139,20 +119,10 @@ async fn survives_kill_9(backend: Backend, with_abm: bool) {
         .unwrap();
     sweep_finished(&s, chat, sweep).await;
     let trading = s.create("momentum_tech").await;
-    ok(
-        &s,
-        &format!("/devui/simtree/{trading}/advance"),
-        json!({"parent": 0, "turns": 5}),
-    )
-    .await;
+    ok(&s, &format!("/devui/simtree/{trading}/advance"), json!({"parent": 0, "turns": 5})).await;
     if with_abm {
         let abm = s.create("sir_network").await;
-        ok(
-            &s,
-            &format!("/devui/simtree/{abm}/advance"),
-            json!({"parent": 0, "turns": 5}),
-        )
-        .await;
+        ok(&s, &format!("/devui/simtree/{abm}/advance"), json!({"parent": 0, "turns": 5})).await;
     }
     rename(&s, trading, "momentum, first try").await;
     // What advancing `b` gives on the original (deleted again so both servers hold the same).
@@ -176,12 +146,7 @@ async fn survives_kill_9(backend: Backend, with_abm: bool) {
     assert!(again > probe, "node ids are not reused after a restart");
     assert_eq!(own_entries(&s, chat, again).await, expected);
     // Deep links resolve after the restart.
-    let r = s
-        .http
-        .get(s.url(&format!("/sim/{chat}?node={again}")))
-        .send()
-        .await
-        .unwrap();
+    let r = s.http.get(s.url(&format!("/sim/{chat}?node={again}"))).send().await.unwrap();
     assert_eq!(r.status().as_u16(), 200);
     // Deletions are durable too.
     assert_eq!(s.delete(&format!("/devui/simtree/{chat}/node/{b}")).await.0, 200);
@@ -287,11 +252,7 @@ async fn interrupted_run_reruns(backend: Backend) {
     assert_eq!(info["status"], "done");
     let full = own_entries(&s, t, rerun).await;
     assert!(full.len() > partial);
-    assert_eq!(
-        full[..partial],
-        own_entries(&s, t, node).await[..],
-        "the re-run repeats the partial log"
-    );
+    assert_eq!(full[..partial], own_entries(&s, t, node).await[..], "the re-run repeats the partial log");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -309,12 +270,7 @@ async fn postgres_interrupted_run_comes_back_and_reruns() {
 async fn large_round_trip(backend: Backend) {
     let s = backend.start(&[]);
     let t = s.create("simple_chat").await;
-    ok(
-        &s,
-        &format!("/devui/simtree/{t}/advance"),
-        json!({"parent": 0, "turns": 30}),
-    )
-    .await;
+    ok(&s, &format!("/devui/simtree/{t}/advance"), json!({"parent": 0, "turns": 30})).await;
     let export: Value = serde_json::from_str(&text(&s, &format!("/devui/simtree/{t}/export")).await).unwrap();
     let template = export["nodes"][1].clone();
     let mut big = export.clone();
@@ -343,11 +299,7 @@ async fn large_round_trip(backend: Backend) {
     assert_eq!(r.status().as_u16(), 200);
     let back = r.json::<Value>().await.unwrap()["id"].as_u64().unwrap();
     let exported = text(&s, &format!("/devui/simtree/{back}/export")).await;
-    assert_eq!(
-        exported.as_bytes(),
-        &serde_json::to_vec(&big).unwrap()[..],
-        "the round trip is lossless"
-    );
+    assert_eq!(exported.as_bytes(), &serde_json::to_vec(&big).unwrap()[..], "the round trip is lossless");
     // Beyond --max-import-bytes: 413, and nothing is kept.
     drop(s);
     let s = backend.start(&["--max-import-bytes", "1000000"]);
@@ -446,11 +398,7 @@ async fn a_refused_import_leaves_nothing_and_renames_are_checked() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 200);
     let gz = r.bytes().await.unwrap();
-    assert!(
-        gz.len() > 100 && gz[..2] == [0x1f, 0x8b],
-        "a gzip body: {} bytes",
-        gz.len()
-    );
+    assert!(gz.len() > 100 && gz[..2] == [0x1f, 0x8b], "a gzip body: {} bytes", gz.len());
     // A client that hangs up half-way through an import leaves nothing behind.
     {
         use std::io::Write as _;
@@ -473,22 +421,10 @@ async fn a_refused_import_leaves_nothing_and_renames_are_checked() {
     let (_, list) = s.get("/devui/simtree").await;
     assert_eq!(list.as_array().unwrap().len(), 1);
     for name in ["", "   ", &"x".repeat(201)] {
-        let r = s
-            .http
-            .patch(s.url(&format!("/devui/simtree/{t}")))
-            .json(&json!({"name": name}))
-            .send()
-            .await
-            .unwrap();
+        let r = s.http.patch(s.url(&format!("/devui/simtree/{t}"))).json(&json!({"name": name})).send().await.unwrap();
         assert_eq!(r.status().as_u16(), 422);
     }
-    let r = s
-        .http
-        .patch(s.url("/devui/simtree/99"))
-        .json(&json!({"name": "x"}))
-        .send()
-        .await
-        .unwrap();
+    let r = s.http.patch(s.url("/devui/simtree/99")).json(&json!({"name": "x"})).send().await.unwrap();
     assert_eq!(r.status().as_u16(), 404);
     drop(s);
     // The refused import's rows are gone: the next start lists one tree.
@@ -553,12 +489,7 @@ fn half_import(s: &Server, body: &[u8], part: usize) -> std::net::TcpStream {
 async fn node_ids(s: &Server, tree: u64) -> Vec<u64> {
     let (status, g) = s.get(&format!("/devui/simtree/{tree}/graph")).await;
     assert_eq!(status, 200, "{g}");
-    g["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n["id"].as_u64().unwrap())
-        .collect()
+    g["nodes"].as_array().unwrap().iter().map(|n| n["id"].as_u64().unwrap()).collect()
 }
 
 /// Issue #31, item 1: a server killed in the middle of an import leaves no rows behind, and no
@@ -673,11 +604,7 @@ async fn on_a_full_disk_nothing_unstored_is_acknowledged_and_the_store_recovers(
     let mut parent = acknowledged[1];
     for i in 0..40 {
         let (status, reply) = if i % 2 == 0 {
-            s.post(
-                &format!("/devui/simtree/{t}/advance"),
-                &json!({"parent": parent, "turns": 2}),
-            )
-            .await
+            s.post(&format!("/devui/simtree/{t}/advance"), &json!({"parent": parent, "turns": 2})).await
         } else {
             s.post(
                 &format!("/devui/simtree/{t}/branch"),
@@ -701,10 +628,8 @@ async fn on_a_full_disk_nothing_unstored_is_acknowledged_and_the_store_recovers(
         acknowledged.len()
     );
     assert!(
-        refused.iter().all(
-            |d| (d.contains("could not be stored") || d.contains("cannot take writes"))
-                && (d.contains("full") || d.contains("No space"))
-        ),
+        refused.iter().all(|d| (d.contains("could not be stored") || d.contains("cannot take writes"))
+            && (d.contains("full") || d.contains("No space"))),
         "{refused:?}"
     );
     let (status, ready) = s.get("/ready").await;
@@ -726,10 +651,7 @@ async fn on_a_full_disk_nothing_unstored_is_acknowledged_and_the_store_recovers(
     let mut ids = node_ids(&s, t).await;
     ids.sort_unstable();
     acknowledged.sort_unstable();
-    assert_eq!(
-        ids, acknowledged,
-        "every acknowledged node, and nothing else, after a restart"
-    );
+    assert_eq!(ids, acknowledged, "every acknowledged node, and nothing else, after a restart");
     assert_eq!(everything(&s).await, before);
     drop(s);
 }
@@ -764,13 +686,7 @@ async fn on_a_full_disk_a_refused_fan_out_leaves_no_children_after_a_restart() {
         let body = json!({"parent": acknowledged[1], "turns": 2, "count": 32});
         let (status, reply) = s.post(&format!("/devui/simtree/{t}/advance_multi"), &body).await;
         match status {
-            200 => acknowledged.extend(
-                reply["children"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|c| c.as_u64().unwrap()),
-            ),
+            200 => acknowledged.extend(reply["children"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap())),
             503 => {
                 // Refused whole: by the fan-out (naming how many children went) or before it.
                 let detail = reply["detail"].as_str().unwrap_or_default();
@@ -795,10 +711,7 @@ async fn on_a_full_disk_a_refused_fan_out_leaves_no_children_after_a_restart() {
     let s = Server::start_with(&flags);
     let mut ids = node_ids(&s, t).await;
     ids.sort_unstable();
-    assert_eq!(
-        ids, acknowledged,
-        "no child of a refused fan-out comes back after a restart"
-    );
+    assert_eq!(ids, acknowledged, "no child of a refused fan-out comes back after a restart");
 }
 
 /// Issue #42, item 1: a restart after a crash, on a nearly full disk, used to set aside the
@@ -842,9 +755,7 @@ async fn a_restart_on_a_nearly_full_disk_keeps_the_acknowledged_journal() {
             advance(&s, t, parent, 1).await
         } else {
             let body = json!({"parent": parent, "ops": [{"op": "public_broadcast", "text": "x".repeat(20_000)}]});
-            ok(&s, &format!("/devui/simtree/{t}/branch"), body).await["child"]
-                .as_u64()
-                .unwrap()
+            ok(&s, &format!("/devui/simtree/{t}/branch"), body).await["child"].as_u64().unwrap()
         };
         acknowledged.push(parent);
     }
@@ -861,29 +772,14 @@ async fn a_restart_on_a_nearly_full_disk_keeps_the_acknowledged_journal() {
     assert!(journal_bytes.len() > 400_000, "the 20 groups are in the journal");
     // About 60 KB left: the groups do not fit.
     disk.fill();
-    let filler = std::fs::OpenOptions::new()
-        .write(true)
-        .open(disk.0.join("filler"))
-        .unwrap();
+    let filler = std::fs::OpenOptions::new().write(true).open(disk.0.join("filler")).unwrap();
     let len = filler.metadata().unwrap().len();
     filler.set_len(len.saturating_sub(60 << 10)).unwrap();
     drop(filler);
-    let refused = Server::try_start_env(&flags, &[])
-        .err()
-        .expect("start-up stops on a full disk");
-    assert!(
-        refused.contains("cannot be applied") && refused.contains("keeps the journal in place"),
-        "{refused}"
-    );
-    assert!(
-        refused.contains("full") || refused.contains("No space"),
-        "the cause is named: {refused}"
-    );
-    assert_eq!(
-        std::fs::read(&journal).unwrap(),
-        journal_bytes,
-        "the journal is kept as it was"
-    );
+    let refused = Server::try_start_env(&flags, &[]).err().expect("start-up stops on a full disk");
+    assert!(refused.contains("cannot be applied") && refused.contains("keeps the journal in place"), "{refused}");
+    assert!(refused.contains("full") || refused.contains("No space"), "the cause is named: {refused}");
+    assert_eq!(std::fs::read(&journal).unwrap(), journal_bytes, "the journal is kept as it was");
     let aside = std::fs::read_dir(&data)
         .unwrap()
         .flatten()
@@ -1004,10 +900,7 @@ async fn on_a_full_disk_a_refused_edit_or_deletion_changes_nothing() {
                     let body = json!({"title": format!("noted {round}"), "note": big});
                     s.patch(&format!("/devui/simtree/{t}/node/{a}"), &body).await
                 }
-                "delete node" => {
-                    s.delete(&format!("/devui/simtree/{t}/node/{}", subtrees[next_subtree]))
-                        .await
-                }
+                "delete node" => s.delete(&format!("/devui/simtree/{t}/node/{}", subtrees[next_subtree])).await,
                 _ => s.delete(&format!("/devui/simtree/{tree}")).await,
             };
             match status {
@@ -1032,10 +925,7 @@ async fn on_a_full_disk_a_refused_edit_or_deletion_changes_nothing() {
         }
     }
     for what in ["rename", "annotate", "delete node", "delete tree"] {
-        assert!(
-            refused.contains_key(what),
-            "{what} is refused on a full disk: {refused:?}"
-        );
+        assert!(refused.contains_key(what), "{what} is refused on a full disk: {refused:?}");
     }
     let mut before = Vec::new();
     for &tree in &trees {
@@ -1069,11 +959,7 @@ fn run_simtree(args: &[&str], secs: u64) -> (bool, String) {
     }
     let _ = child.kill();
     let out = child.wait_with_output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     (out.status.success(), text)
 }
 
@@ -1187,10 +1073,7 @@ async fn a_damaged_journal_record_stops_start_up_until_repaired() {
         assert!(out.contains(&part), "{part}\n{out}");
     }
     let (healthy, report) = run_simtree(&["data", "check", "--data", &data], 30);
-    assert!(
-        !healthy && report.contains(&format!("the record at byte {last}")),
-        "{report}"
-    );
+    assert!(!healthy && report.contains(&format!("the record at byte {last}")), "{report}");
     let (repaired, out) = run_simtree(&["data", "repair", "--data", &data], 30);
     assert!(repaired && out.contains("set aside"), "{out}");
     let s = b.start(&[]);
@@ -1246,10 +1129,7 @@ async fn damaged_rows_are_named_and_an_emptied_database_is_refused() {
         before.ends_with(br#""op":"public_broadcast","text":""#)
     };
     let (hits, records) = damage(&file, marker, |bytes, at| !in_record(bytes, at));
-    assert!(
-        hits >= 1 && records >= 1,
-        "the marker is in the node's log row ({hits}) and its record ({records})"
-    );
+    assert!(hits >= 1 && records >= 1, "the marker is in the node's log row ({hits}) and its record ({records})");
     let mut s = b.start(&[]);
     let (status, body) = s.get(&format!("/devui/simtree/{t}/node/{branch}/logs")).await;
     assert_eq!(status, 500, "the damaged log row was served");
@@ -1263,12 +1143,7 @@ async fn damaged_rows_are_named_and_an_emptied_database_is_refused() {
     // The rest of the tree reads as before.
     assert_eq!(s.get(&format!("/devui/simtree/{t}/node/{a}/logs")).await.0, 200);
     // The export is refused (its body ends in an error), never a document with holes.
-    let r = s
-        .http
-        .get(s.url(&format!("/devui/simtree/{t}/export")))
-        .send()
-        .await
-        .unwrap();
+    let r = s.http.get(s.url(&format!("/devui/simtree/{t}/export"))).send().await.unwrap();
     let mut cut = Vec::new();
     let mut r = r;
     while let Ok(Some(chunk)) = r.chunk().await {
@@ -1303,9 +1178,7 @@ async fn damaged_rows_are_named_and_an_emptied_database_is_refused() {
     let (healthy, report) = run_simtree(&["data", "check", "--data", data], 30);
     assert!(!healthy, "{report}");
     assert!(
-        report.contains(&format!(
-            "tree {t}, node {branch}: log: log row at entry 0 fails its checksum"
-        )),
+        report.contains(&format!("tree {t}, node {branch}: log: log row at entry 0 fails its checksum")),
         "{report}"
     );
     // The marker in the node's record too: the tree is refused naming the node and the file
@@ -1313,10 +1186,7 @@ async fn damaged_rows_are_named_and_an_emptied_database_is_refused() {
     let (hits, _) = damage(&file, marker, |_, _| true);
     assert!(hits >= 1, "the record's marker");
     let mut s = b.start(&[]);
-    for path in [
-        format!("/devui/simtree/{t}/graph"),
-        format!("/devui/simtree/{t}/node/{a}/info"),
-    ] {
+    for path in [format!("/devui/simtree/{t}/graph"), format!("/devui/simtree/{t}/node/{a}/info")] {
         let (status, body) = s.get(&path).await;
         assert_eq!(status, 500, "{path}: {body}");
         let detail = body["detail"].as_str().unwrap();
@@ -1333,10 +1203,7 @@ async fn damaged_rows_are_named_and_an_emptied_database_is_refused() {
     s.interrupt();
     let (healthy, report) = run_simtree(&["data", "check", "--data", data], 30);
     assert!(!healthy, "{report}");
-    assert!(
-        report.contains(&format!("tree {t}, node {branch}: its record fails its checksum")),
-        "{report}"
-    );
+    assert!(report.contains(&format!("tree {t}, node {branch}: its record fails its checksum")), "{report}");
     // A database emptied to zero bytes: refused, with what to do.
     std::fs::write(&file, b"").unwrap();
     for side in ["simtree.db-wal", "simtree.db-shm"] {
@@ -1344,10 +1211,7 @@ async fn damaged_rows_are_named_and_an_emptied_database_is_refused() {
     }
     let (started, out) = run_simtree(&["serve", "--addr", "127.0.0.1:0", "--data", data], 10);
     assert!(!started && !out.contains("listening"), "{out}");
-    assert!(
-        out.contains("is empty (0 bytes)") && out.contains("simtree data check"),
-        "{out}"
-    );
+    assert!(out.contains("is empty (0 bytes)") && out.contains("simtree data check"), "{out}");
     // A healthy folder checks clean.
     let b = sqlite("healthy");
     let mut s = b.start(&[]);
@@ -1355,10 +1219,7 @@ async fn damaged_rows_are_named_and_an_emptied_database_is_refused() {
     advance(&s, t, 0, 2).await;
     s.interrupt();
     let (healthy, report) = run_simtree(&["data", "check", "--data", &b.flags[1]], 30);
-    assert!(
-        healthy && report.contains("1 tree(s), 2 node(s)") && report.contains("no problems"),
-        "{report}"
-    );
+    assert!(healthy && report.contains("1 tree(s), 2 node(s)") && report.contains("no problems"), "{report}");
 }
 
 /// Issue #31, item 4: PostgreSQL restarted under load. Every advance that answered 200 is in
@@ -1380,10 +1241,7 @@ async fn postgres_restarted_under_load_loses_nothing_acknowledged() {
     let restarted = restarted.elapsed();
     let (mut acked, refused) = load.await.unwrap();
     let parent = *acked.last().expect("advances were stored");
-    eprintln!(
-        "across the restart ({restarted:?}): {} advances stored, {refused} refused",
-        acked.len()
-    );
+    eprintln!("across the restart ({restarted:?}): {} advances stored, {refused} refused", acked.len());
     assert!(acked.len() > 10, "the load went on after the restart");
     acked.push(advance(&s, t, parent, 1).await);
     // Everything acknowledged is in the database: a new server reads it all back, and nothing
@@ -1405,12 +1263,7 @@ async fn postgres_restarted_under_load_loses_nothing_acknowledged() {
     assert_eq!(status, 503, "{why}");
     assert!(why["detail"].as_str().unwrap().contains("postgresql"), "{why}");
     let last = *acked.last().unwrap();
-    let (status, _) = s
-        .post(
-            &format!("/devui/simtree/{t}/advance"),
-            &json!({"parent": last, "turns": 1}),
-        )
-        .await;
+    let (status, _) = s.post(&format!("/devui/simtree/{t}/advance"), &json!({"parent": last, "turns": 1})).await;
     assert_eq!(status, 503, "nothing is acknowledged while the database is down");
     tokio::task::block_in_place(|| pg.start_again());
     let mut ready = false;

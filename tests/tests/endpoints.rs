@@ -39,14 +39,8 @@ async fn three(delay: Duration) -> (Vec<String>, Arc<Mutex<Vec<(usize, Value)>>>
     let seen = Arc::new(Mutex::new(Vec::new()));
     let mut urls = Vec::new();
     for name in 0..3 {
-        let fake = Fake {
-            name,
-            seen: seen.clone(),
-            delay,
-        };
-        let app = axum::Router::new()
-            .route("/v1/chat/completions", post(completions))
-            .with_state(fake);
+        let fake = Fake { name, seen: seen.clone(), delay };
+        let app = axum::Router::new().route("/v1/chat/completions", post(completions)).with_state(fake);
         urls.push(serve_provider(app).await.0);
     }
     (urls, seen)
@@ -80,11 +74,7 @@ async fn children_of_one_node_meet_one_server_with_byte_identical_prompts() {
         assert_eq!(kids.len(), 4);
         let calls = seen.lock().unwrap().clone();
         let servers: std::collections::BTreeSet<usize> = calls.iter().map(|(n, _)| *n).collect();
-        assert_eq!(
-            servers.len(),
-            1,
-            "the siblings of round {round} went to one server: {servers:?}"
-        );
+        assert_eq!(servers.len(), 1, "the siblings of round {round} went to one server: {servers:?}");
         chosen.extend(calls.iter().cloned());
         // The siblings' prompts are the same bytes, step for step: the parent's context and
         // the same next turn (the offline-shaped server answers alike), so each distinct prompt
@@ -100,11 +90,7 @@ async fn children_of_one_node_meet_one_server_with_byte_identical_prompts() {
     // Every later fan-out follows each agent to the server that served its last call, whose
     // cache holds its prompt so far (each parent's key alone would spread them).
     for (agent, servers) in servers_per_agent(&chosen) {
-        assert_eq!(
-            servers.len(),
-            1,
-            "{agent}'s calls left the server holding its prefix: {servers:?}"
-        );
+        assert_eq!(servers.len(), 1, "{agent}'s calls left the server holding its prefix: {servers:?}");
     }
     // Idle servers: without affinity every call would go to the first; with it new trees, whose
     // agents have not been served yet, are spread by their keys.
@@ -121,11 +107,7 @@ async fn children_of_one_node_meet_one_server_with_byte_identical_prompts() {
     let calls = usage["usage"]["calls"].as_u64().unwrap();
     assert_eq!(usage["usage"]["cached_tokens"], json!(64 * calls), "{usage}");
     let (_, info) = s.get(&format!("/devui/simtree/{tree}/node/{}/info", parents[1])).await;
-    assert_eq!(
-        info["usage"]["cached_tokens"],
-        json!(64 * info["usage"]["calls"].as_u64().unwrap()),
-        "{info}"
-    );
+    assert_eq!(info["usage"]["cached_tokens"], json!(64 * info["usage"]["calls"].as_u64().unwrap()), "{info}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -163,11 +145,7 @@ fn servers_per_agent(calls: &[(usize, Value)]) -> BTreeMap<String, BTreeSet<usiz
     let mut out: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
     for (server, messages) in calls {
         let system = messages[0]["content"].as_str().unwrap_or("");
-        let first = system
-            .lines()
-            .find(|l| l.starts_with("You are "))
-            .unwrap_or("")
-            .to_string();
+        let first = system.lines().find(|l| l.starts_with("You are ")).unwrap_or("").to_string();
         out.entry(first).or_default().insert(*server);
     }
     out
@@ -185,10 +163,7 @@ async fn a_busy_server_s_overflow_goes_to_the_least_loaded() {
     let calls = seen.lock().unwrap().clone();
     let per: Vec<usize> = (0..3).map(|n| calls.iter().filter(|(s, _)| *s == n).count()).collect();
     assert_eq!(per.iter().sum::<usize>(), calls.len(), "{per:?}");
-    assert!(
-        per.iter().filter(|&&c| c > 0).count() >= 2,
-        "the load was spread: {per:?}"
-    );
+    assert!(per.iter().filter(|&&c| c > 0).count() >= 2, "the load was spread: {per:?}");
 }
 
 // ---- limits shared by processes on one PostgreSQL (the load board) ----
@@ -206,10 +181,7 @@ async fn counted(State(c): State<Counting>, Json(body): Json<Value>) -> Json<Val
     use std::sync::atomic::Ordering::SeqCst;
     let n = c.now.fetch_add(1, SeqCst) + 1;
     c.most.fetch_max(n, SeqCst);
-    c.keys
-        .lock()
-        .unwrap()
-        .push(body["messages"][0]["content"].as_str().unwrap_or("").to_string());
+    c.keys.lock().unwrap().push(body["messages"][0]["content"].as_str().unwrap_or("").to_string());
     tokio::time::sleep(Duration::from_millis(150)).await;
     c.now.fetch_sub(1, SeqCst);
     Json(json!({
@@ -238,9 +210,7 @@ async fn process(
     let pool = ProviderPool::new();
     let provider = pool.get(&config).unwrap();
     if let Some(url) = database {
-        let board = simtree::store::load::PgBoard::connect(url, holder.to_string())
-            .await
-            .unwrap();
+        let board = simtree::store::load::PgBoard::connect(url, holder.to_string()).await.unwrap();
         assert!(pool.share_load(Arc::new(board)).is_some());
     }
     (pool, provider)
@@ -252,10 +222,7 @@ async fn calls(provider: &Arc<dyn ChatProvider>, n: u64, key: impl Fn(u64) -> u6
         .map(|i| {
             let (p, k) = (provider.clone(), key(i));
             tokio::spawn(async move {
-                let mut st = LlmState {
-                    affinity: k,
-                    ..LlmState::default()
-                };
+                let mut st = LlmState { affinity: k, ..LlmState::default() };
                 let req = ChatRequest::new(vec![Message::new(Role::User, format!("key {k}"))]);
                 p.chat(&req, &mut st).await.unwrap();
             })
@@ -268,9 +235,7 @@ async fn two_servers() -> (Vec<String>, Vec<Counting>) {
     let mut fakes = Vec::new();
     for _ in 0..2 {
         let c = Counting::default();
-        let app = axum::Router::new()
-            .route("/v1/chat/completions", post(counted))
-            .with_state(c.clone());
+        let app = axum::Router::new().route("/v1/chat/completions", post(counted)).with_state(c.clone());
         urls.push(serve_provider(app).await.0);
         fakes.push(c);
     }
@@ -278,10 +243,7 @@ async fn two_servers() -> (Vec<String>, Vec<Counting>) {
 }
 
 fn most(fakes: &[Counting]) -> Vec<usize> {
-    fakes
-        .iter()
-        .map(|f| f.most.load(std::sync::atomic::Ordering::SeqCst))
-        .collect()
+    fakes.iter().map(|f| f.most.load(std::sync::atomic::Ordering::SeqCst)).collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -296,11 +258,7 @@ async fn processes_on_one_database_share_each_server_s_limit() {
     for c in all {
         c.await.unwrap();
     }
-    assert!(
-        most(&fakes).iter().any(|&m| m > 3),
-        "alone, each process fills the limit: {:?}",
-        most(&fakes)
-    );
+    assert!(most(&fakes).iter().any(|&m| m > 3), "alone, each process fills the limit: {:?}", most(&fakes));
 
     // With the board: never more than 3 at a server, from both processes together, and both
     // servers fully used.
@@ -313,11 +271,7 @@ async fn processes_on_one_database_share_each_server_s_limit() {
         for c in all {
             c.await.unwrap();
         }
-        assert!(
-            most(&fakes).iter().all(|&m| m <= 3),
-            "round {round}: {:?}",
-            most(&fakes)
-        );
+        assert!(most(&fakes).iter().all(|&m| m <= 3), "round {round}: {:?}", most(&fakes));
     }
     assert_eq!(most(&fakes), vec![3, 3], "the servers were used up to their limit");
     // The board's rows: one per process and server, holdings within the limit.
@@ -344,17 +298,10 @@ async fn processes_on_one_database_share_each_server_s_limit() {
     let mut servers_used = std::collections::BTreeSet::new();
     for key in 1..=6u64 {
         let text = format!("key {key}");
-        let at: Vec<usize> = fakes
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| f.keys.lock().unwrap().contains(&text))
-            .map(|(i, _)| i)
-            .collect();
+        let at: Vec<usize> =
+            fakes.iter().enumerate().filter(|(_, f)| f.keys.lock().unwrap().contains(&text)).map(|(i, _)| i).collect();
         assert_eq!(at.len(), 1, "{text} went to {at:?}");
-        assert_eq!(
-            fakes[at[0]].keys.lock().unwrap().iter().filter(|k| **k == text).count(),
-            6
-        );
+        assert_eq!(fakes[at[0]].keys.lock().unwrap().iter().filter(|k| **k == text).count(), 6);
         servers_used.insert(at[0]);
     }
     assert_eq!(servers_used.len(), 2, "the keys are spread over both servers");
@@ -375,10 +322,7 @@ async fn timed(State(t): State<Timed>, Json(body): Json<Value>) -> Json<Value> {
     let came = Instant::now();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let text = mock_reply(&body);
-    t.log
-        .lock()
-        .unwrap()
-        .push((body["messages"].to_string(), came, Instant::now()));
+    t.log.lock().unwrap().push((body["messages"].to_string(), came, Instant::now()));
     Json(json!({
         "id": "cmpl-1", "object": "chat.completion", "model": body["model"],
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
@@ -396,9 +340,7 @@ async fn timed(State(t): State<Timed>, Json(body): Json<Value>) -> Json<Value> {
 async fn the_first_call_of_a_shared_prefix_goes_alone_and_its_siblings_after_its_answer() {
     for warm_up in ["first", "serial", "off"] {
         let fake = Timed::default();
-        let app = axum::Router::new()
-            .route("/v1/chat/completions", post(timed))
-            .with_state(fake.clone());
+        let app = axum::Router::new().route("/v1/chat/completions", post(timed)).with_state(fake.clone());
         let (url, _task) = serve_provider(app).await;
         let s = Server::start_env(
             &[],
@@ -453,15 +395,11 @@ async fn the_first_call_of_a_shared_prefix_goes_alone_and_its_siblings_after_its
         shared.retain(|(_, agent, _)| agents.insert(agent.clone()));
         let shared: Vec<Vec<Span>> = shared.into_iter().map(|(_, _, calls)| calls).collect();
         // How many siblings came before the first one's answer left.
-        let early: Vec<usize> = shared
-            .iter()
-            .map(|calls| calls[1..].iter().filter(|(came, _)| *came < calls[0].1).count())
-            .collect();
+        let early: Vec<usize> =
+            shared.iter().map(|calls| calls[1..].iter().filter(|(came, _)| *came < calls[0].1).count()).collect();
         // How many came before the answer of the one before them left.
-        let overlapping: Vec<usize> = shared
-            .iter()
-            .map(|calls| calls.windows(2).filter(|w| w[1].0 < w[0].1).count())
-            .collect();
+        let overlapping: Vec<usize> =
+            shared.iter().map(|calls| calls.windows(2).filter(|w| w[1].0 < w[0].1).count()).collect();
         match warm_up {
             "first" => {
                 assert!(early.iter().all(|&n| n == 0), "held until the first answer: {early:?}");
@@ -481,14 +419,8 @@ async fn the_first_call_of_a_shared_prefix_goes_alone_and_its_siblings_after_its
             }
             // (A sibling that starts after the leader's answer goes at once: on a slow machine
             // fewer than three may be held.)
-            assert!(
-                !waits.is_empty() && waits.len() <= 3,
-                "{agent}: the siblings were held, never the leader: {ms:?}"
-            );
-            assert!(
-                ms.iter().any(Option::is_none),
-                "{agent}: the leader went at once: {ms:?}"
-            );
+            assert!(!waits.is_empty() && waits.len() <= 3, "{agent}: the siblings were held, never the leader: {ms:?}");
+            assert!(ms.iter().any(Option::is_none), "{agent}: the leader went at once: {ms:?}");
             let longest = waits[waits.len() - 1];
             assert!(longest >= 200, "{agent}: held until the answer came: {ms:?}");
             if warm_up == "serial" && waits.len() == 3 {

@@ -32,9 +32,7 @@ fn peak_search(seed: u64, runs: u64) -> Value {
 }
 
 async fn sir_tree(s: &Server) -> u64 {
-    let (st, created) = s
-        .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 7}))
-        .await;
+    let (st, created) = s.post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 7})).await;
     assert_eq!(st, 200, "{created}");
     created["id"].as_u64().unwrap()
 }
@@ -48,10 +46,7 @@ async fn ended(s: &Server, tree: u64, id: u64) -> ExploreTable {
         if table["status"] != "running" {
             return serde_json::from_value(table).unwrap();
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the exploration did not end: {table}"
-        );
+        assert!(tokio::time::Instant::now() < deadline, "the exploration did not end: {table}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -65,18 +60,14 @@ async fn the_lowest_infection_rate_is_found_within_its_budget_for_three_seeds() 
     let s = Server::start();
     let t = sir_tree(&s).await;
     let mut watcher = s.watch(&format!("/devui/simtree/{t}/events")).await;
-    let (_, subscribed) = watcher
-        .until(Duration::from_secs(10), |m| m["type"] == "snapshot")
-        .await;
+    let (_, subscribed) = watcher.until(Duration::from_secs(10), |m| m["type"] == "snapshot").await;
     assert!(subscribed);
     // 6 × 2 + 3 × 2 = 18 runs, then 2 runs left for 2 survivors: one more each (the round the
     // budget cannot pay in full), then one candidate is left.
     let budget = 20;
     let mut tables = Vec::new();
     for seed in [1, 2, 3] {
-        let (st, started) = s
-            .post(&format!("/devui/simtree/{t}/explore"), &peak_search(seed, budget))
-            .await;
+        let (st, started) = s.post(&format!("/devui/simtree/{t}/explore"), &peak_search(seed, budget)).await;
         assert_eq!(st, 200, "{started}");
         assert_eq!(started["candidates"].as_array().unwrap().len(), RATES.len());
         let id = started["explore"].as_u64().unwrap();
@@ -102,10 +93,7 @@ async fn the_lowest_infection_rate_is_found_within_its_budget_for_three_seeds() 
         assert_eq!(ns, vec![2, 2, 2, 4, 5, 5], "{table:?}");
         // Paired: replicate k of every candidate ran with seed + k (one run per candidate is
         // compared on the same nodes' seeds through the graph below).
-        assert_eq!(
-            table.candidates.iter().map(|c| c.children.len() as u64).sum::<u64>(),
-            table.runs_used
-        );
+        assert_eq!(table.candidates.iter().map(|c| c.children.len() as u64).sum::<u64>(), table.runs_used);
     }
     // Every candidate and replicate is a node whose edge says `explore`.
     let (_, g) = s.get(&format!("/devui/simtree/{t}/graph")).await;
@@ -133,10 +121,7 @@ async fn the_lowest_infection_rate_is_found_within_its_budget_for_three_seeds() 
         })
         .await;
     assert!(done, "no explore_progress for the end of exploration 2");
-    assert!(
-        seen.iter()
-            .any(|m| m["type"] == "explore_progress" && m["data"]["alive"] == 3)
-    );
+    assert!(seen.iter().any(|m| m["type"] == "explore_progress" && m["data"]["alive"] == 3));
 }
 
 /// A change that makes a good body bad.
@@ -163,23 +148,14 @@ async fn hostile_bodies_are_refused_naming_the_field_and_make_nothing() {
         ("replicates", Box::new(|b| b["replicates"] = json!(0))),
         ("replicates", Box::new(|b| b["replicates"] = json!(u64::MAX))),
         ("budget", Box::new(|b| b["budget"] = json!({}))),
-        (
-            "budget",
-            Box::new(|b| b.as_object_mut().unwrap().remove("budget").map(|_| ()).unwrap()),
-        ),
+        ("budget", Box::new(|b| b.as_object_mut().unwrap().remove("budget").map(|_| ()).unwrap())),
         ("budget.runs", Box::new(|b| b["budget"] = json!({"runs": 0}))),
         ("budget.runs", Box::new(|b| b["budget"] = json!({"runs": 1u64 << 63}))),
         ("budget.money", Box::new(|b| b["budget"] = json!({"money": 0}))),
         ("budget.money", Box::new(|b| b["budget"] = json!({"money": -3.5}))),
         ("budget.tokens", Box::new(|b| b["budget"] = json!({"tokens": 0}))),
-        (
-            "budget.runs",
-            Box::new(|b| b["budget"] = json!({"money": 1.0, "runs": 100_000})),
-        ),
-        (
-            "objective.metric",
-            Box::new(|b| b["objective"]["metric"] = json!("median:x")),
-        ),
+        ("budget.runs", Box::new(|b| b["budget"] = json!({"money": 1.0, "runs": 100_000}))),
+        ("objective.metric", Box::new(|b| b["objective"]["metric"] = json!("median:x"))),
         ("objective.metric", Box::new(|b| b["objective"]["metric"] = json!(""))),
         ("objective.goal", Box::new(|b| b["objective"]["goal"] = json!("best"))),
         ("objective", Box::new(|b| b["objective"] = json!(null))),
@@ -222,19 +198,11 @@ async fn hostile_bodies_are_refused_naming_the_field_and_make_nothing() {
     open["budget"] = json!({"money": 1.0});
     let (st, est) = s.post(&format!("{path}?estimate=true"), &open).await;
     assert_eq!(st, 200, "{est}");
-    assert!(
-        est["basis"].as_str().unwrap().contains("all 26 runs"),
-        "the whole schedule: {est}"
-    );
+    assert!(est["basis"].as_str().unwrap().contains("all 26 runs"), "the whole schedule: {est}");
     assert_eq!(graph_nodes(&s.get(&format!("/devui/simtree/{t}/graph")).await.1), 1);
     // Unknown explorations.
     assert_eq!(s.get(&format!("/devui/simtree/{t}/explore/7")).await.0, 404);
-    assert_eq!(
-        s.post(&format!("/devui/simtree/{t}/explore/7/cancel"), &json!({}))
-            .await
-            .0,
-        404
-    );
+    assert_eq!(s.post(&format!("/devui/simtree/{t}/explore/7/cancel"), &json!({})).await.0, 404);
     assert_eq!(s.get("/devui/simtree/999/explores").await.0, 404);
 }
 
@@ -247,20 +215,13 @@ async fn a_cancelled_exploration_stops_and_reads_as_cancelled() {
     let (st, started) = s.post(&format!("/devui/simtree/{t}/explore"), &body).await;
     assert_eq!(st, 200, "{started}");
     let id = started["explore"].as_u64().unwrap();
-    let (st, table) = s
-        .post(&format!("/devui/simtree/{t}/explore/{id}/cancel"), &json!({}))
-        .await;
+    let (st, table) = s.post(&format!("/devui/simtree/{t}/explore/{id}/cancel"), &json!({})).await;
     assert_eq!(st, 200, "{table}");
     assert_eq!(table["status"], "cancelled", "{table}");
-    assert!(
-        table["round"].as_u64().unwrap() <= 1,
-        "no round after the cancel: {table}"
-    );
+    assert!(table["round"].as_u64().unwrap() <= 1, "no round after the cancel: {table}");
     let (_, g) = s.get(&format!("/devui/simtree/{t}/graph")).await;
     assert_eq!(g["running"], json!([]), "its runs were cancelled");
-    let (st, again) = s
-        .post(&format!("/devui/simtree/{t}/explore/{id}/cancel"), &json!({}))
-        .await;
+    let (st, again) = s.post(&format!("/devui/simtree/{t}/explore/{id}/cancel"), &json!({})).await;
     assert_eq!(st, 409, "{again}");
 }
 
@@ -281,12 +242,8 @@ async fn an_exploration_killed_midway_is_back_as_interrupted_with_what_finished(
     let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
     let before = loop {
         let (_, table) = s.get(&format!("/devui/simtree/{t}/explore/{id}")).await;
-        let measured: usize = table["candidates"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["n"].as_u64().unwrap() as usize)
-            .sum();
+        let measured: usize =
+            table["candidates"].as_array().unwrap().iter().map(|c| c["n"].as_u64().unwrap() as usize).sum();
         assert_eq!(table["status"], "running", "it ended before the kill: {table}");
         if measured >= 2 {
             break table;
@@ -301,12 +258,7 @@ async fn an_exploration_killed_midway_is_back_as_interrupted_with_what_finished(
     assert_eq!(after["status"], "interrupted", "{after}");
     assert!(after["reason"].as_str().unwrap().contains("stopped"), "{after}");
     assert_eq!(after["runs_used"], before["runs_used"], "{before} vs {after}");
-    for (b, a) in before["candidates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .zip(after["candidates"].as_array().unwrap())
-    {
+    for (b, a) in before["candidates"].as_array().unwrap().iter().zip(after["candidates"].as_array().unwrap()) {
         assert_eq!(a["node"], b["node"]);
         assert_eq!(a["children"], b["children"]);
         assert!(a["n"].as_u64() >= b["n"].as_u64(), "what finished is kept: {b} vs {a}");
@@ -317,28 +269,15 @@ async fn an_exploration_killed_midway_is_back_as_interrupted_with_what_finished(
     let (_, list) = s.get(&format!("/devui/simtree/{t}/explores")).await;
     assert_eq!(list[0]["status"], "interrupted");
     // It stays so until resumed: never running again by itself, and cancelling it is a conflict.
-    assert_eq!(
-        s.post(&format!("/devui/simtree/{t}/explore/{id}/cancel"), &json!({}))
-            .await
-            .0,
-        409
-    );
+    assert_eq!(s.post(&format!("/devui/simtree/{t}/explore/{id}/cancel"), &json!({})).await.0, 409);
     // Resumed: the replicates the kill cut short run again (counted once), the round is ranked
     // and the halving goes on to the end, within the original budget.
     let resume = format!("/devui/simtree/{t}/explore/{id}/resume");
-    assert_eq!(
-        s.post(&format!("/devui/simtree/{t}/explore/9/resume"), &json!({}))
-            .await
-            .0,
-        404
-    );
+    assert_eq!(s.post(&format!("/devui/simtree/{t}/explore/9/resume"), &json!({})).await.0, 404);
     let (st, resumed) = s.post(&resume, &json!({})).await;
     assert_eq!(st, 200, "{resumed}");
     assert_eq!(resumed["status"], "running", "{resumed}");
-    assert_eq!(
-        resumed["runs_used"], after["runs_used"],
-        "re-runs are not counted again: {resumed}"
-    );
+    assert_eq!(resumed["runs_used"], after["runs_used"], "re-runs are not counted again: {resumed}");
     let (st, twice) = s.post(&resume, &json!({})).await;
     assert_eq!(st, 409, "a running exploration does not resume: {twice}");
     let done = ended(&s, t, id).await;
@@ -354,11 +293,7 @@ async fn an_exploration_killed_midway_is_back_as_interrupted_with_what_finished(
     let best = done.best.expect("a best");
     assert_eq!(best.point["rate"], json!(0.01), "{best:?}");
     assert_eq!(best.n, 8);
-    assert_eq!(
-        s.post(&resume, &json!({})).await.0,
-        409,
-        "a finished exploration does not resume"
-    );
+    assert_eq!(s.post(&resume, &json!({})).await.0, 409, "a finished exploration does not resume");
     let (_, g) = s.get(&format!("/devui/simtree/{t}/graph")).await;
     assert_eq!(g["running"], json!([]));
 }
@@ -390,20 +325,13 @@ async fn completions(State(f): State<Fake>, Json(body): Json<Value>) -> Json<Val
 
 /// What the fake billed at $30 / $60 per million prompt / completion tokens.
 fn billed(fake: &Fake) -> f64 {
-    fake.prompts
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|&p| (p as f64 * 30.0 + 40.0 * 60.0) / 1e6)
-        .sum()
+    fake.prompts.lock().unwrap().iter().map(|&p| (p as f64 * 30.0 + 40.0 * 60.0) / 1e6).sum()
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn money_budgets_of_an_exploration_and_of_a_tree_are_never_exceeded() {
     let fake = Fake::default();
-    let app = axum::Router::new()
-        .route("/v1/chat/completions", post(completions))
-        .with_state(fake.clone());
+    let app = axum::Router::new().route("/v1/chat/completions", post(completions)).with_state(fake.clone());
     let (url, _provider) = serve_provider(app).await;
     let prices = std::env::temp_dir().join(format!("simtree-explore-prices-{}.json", std::process::id()));
     std::fs::write(&prices, r#"{"fake-model": {"prompt": 30, "completion": 60}}"#).unwrap();
@@ -434,10 +362,7 @@ async fn money_budgets_of_an_exploration_and_of_a_tree_are_never_exceeded() {
     let table = ended(&s, t, id).await;
     let bill = billed(&fake);
     assert!(bill > 0.0, "it made calls");
-    assert!(
-        bill <= limit,
-        "the provider billed ${bill} of a ${limit} budget: {table:?}"
-    );
+    assert!(bill <= limit, "the provider billed ${bill} of a ${limit} budget: {table:?}");
     let used = table.money_used.expect("priced calls");
     assert!((used - bill).abs() < 1e-9, "{used} vs {bill}");
     // Wherever tokens are reported, money is too: a replicate's calls each carry their cost,
@@ -458,43 +383,24 @@ async fn money_budgets_of_an_exploration_and_of_a_tree_are_never_exceeded() {
     for c in calls["calls"].as_array().unwrap() {
         let tokens = c["prompt_tokens"].as_u64().unwrap() + c["completion_tokens"].as_u64().unwrap();
         if tokens > 0 {
-            sum += c["money"]
-                .as_f64()
-                .unwrap_or_else(|| panic!("a priced call without money: {c}"));
+            sum += c["money"].as_f64().unwrap_or_else(|| panic!("a priced call without money: {c}"));
         }
     }
     let info_money = info["usage"]["money"].as_f64().expect("node usage carries money");
     assert!(sum > 0.0 && (sum - info_money).abs() < 1e-9, "{sum} vs {info}");
     assert!(table.runs_used <= 12);
-    assert!(
-        table.reason.as_deref().unwrap_or("").contains("budget"),
-        "it stopped on its budget: {table:?}"
-    );
+    assert!(table.reason.as_deref().unwrap_or("").contains("budget"), "it stopped on its budget: {table:?}");
 
     // A tree made with its own money budget: a fan-out far beyond it stays within it.
-    let (st, bad) = s
-        .post(
-            "/devui/simtree",
-            &json!({"scenario": "simple_chat", "money_budget": -1.0}),
-        )
-        .await;
+    let (st, bad) = s.post("/devui/simtree", &json!({"scenario": "simple_chat", "money_budget": -1.0})).await;
     assert_eq!(st, 422, "{bad}");
     assert!(bad["detail"].as_str().unwrap().contains("money_budget"), "{bad}");
-    let (st, created) = s
-        .post(
-            "/devui/simtree",
-            &json!({"scenario": "simple_chat", "money_budget": limit}),
-        )
-        .await;
+    let (st, created) = s.post("/devui/simtree", &json!({"scenario": "simple_chat", "money_budget": limit})).await;
     assert_eq!(st, 200, "{created}");
     let t2 = created["id"].as_u64().unwrap();
     let before = billed(&fake);
-    let (st, multi) = s
-        .post(
-            &format!("/devui/simtree/{t2}/advance_multi"),
-            &json!({"parent": 0, "turns": 20, "count": 6}),
-        )
-        .await;
+    let (st, multi) =
+        s.post(&format!("/devui/simtree/{t2}/advance_multi"), &json!({"parent": 0, "turns": 20, "count": 6})).await;
     assert_eq!(st, 200, "{multi}");
     let spent_here = billed(&fake) - before;
     assert!(spent_here > 0.0);
@@ -508,9 +414,7 @@ async fn money_budgets_of_an_exploration_and_of_a_tree_are_never_exceeded() {
 /// A server on a fake provider priced $30 / $60 per million prompt / completion tokens, with
 /// `max_tokens` 64.
 async fn priced_server(fake: &Fake) -> (Server, tokio::task::JoinHandle<()>) {
-    let app = axum::Router::new()
-        .route("/v1/chat/completions", post(completions))
-        .with_state(fake.clone());
+    let app = axum::Router::new().route("/v1/chat/completions", post(completions)).with_state(fake.clone());
     let (url, provider) = serve_provider(app).await;
     let prices = std::env::temp_dir().join(format!("simtree-explore-prices-{}.json", std::process::id()));
     std::fs::write(&prices, r#"{"fake-model": {"prompt": 30, "completion": 60}}"#).unwrap();
@@ -558,28 +462,17 @@ async fn a_money_budget_that_cannot_pay_one_call_per_candidate_is_refused_and_th
     assert_eq!(st, 422, "{refused}");
     let detail = refused["detail"].as_str().unwrap();
     assert!(detail.starts_with("budget.money ($0.2000) cannot pay"), "{detail}");
-    let need: f64 = detail
-        .rsplit_once("give at least $")
-        .and_then(|(_, x)| x.parse().ok())
-        .unwrap_or_else(|| panic!("{detail}"));
+    let need: f64 =
+        detail.rsplit_once("give at least $").and_then(|(_, x)| x.parse().ok()).unwrap_or_else(|| panic!("{detail}"));
     assert!(need > 0.2 && need < 3.0 * 0.2, "{detail}");
-    assert_eq!(
-        fake.calls.load(Ordering::SeqCst),
-        0,
-        "working it out called no provider"
-    );
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 0, "working it out called no provider");
     let (_, g) = s.get(&format!("/devui/simtree/{t}/graph")).await;
     assert_eq!(g["nodes"].as_array().map(Vec::len), Some(1), "nothing made: {g}");
     let (_, list) = s.get(&format!("/devui/simtree/{t}/explores")).await;
     assert_eq!(list, json!([]));
     // With a recorded run the estimate has a money figure: a budget below it is said to end
     // the exploration early.
-    let (st, run) = s
-        .post(
-            &format!("/devui/simtree/{t}/advance"),
-            &json!({"parent": 0, "turns": 1}),
-        )
-        .await;
+    let (st, run) = s.post(&format!("/devui/simtree/{t}/advance"), &json!({"parent": 0, "turns": 1})).await;
     assert_eq!(st, 200, "{run}");
     let enough = need + 0.001;
     let (st, e) = s.post(&format!("{url}?estimate=true"), &body(enough)).await;
@@ -587,10 +480,7 @@ async fn a_money_budget_that_cannot_pay_one_call_per_candidate_is_refused_and_th
     let m = e["money"].as_f64().unwrap_or_else(|| panic!("priced history: {e}"));
     assert!(m > enough, "{e}");
     let w = e["warning"].as_str().unwrap_or_else(|| panic!("{e}"));
-    assert!(
-        w.starts_with("budget.money ($") && w.contains("is below this estimate"),
-        "{w}"
-    );
+    assert!(w.starts_with("budget.money ($") && w.contains("is below this estimate"), "{w}");
     // Enough for one call of each: it starts. Its replicates need more calls than the money
     // pays for, so they fail: no candidate is measured, none is ranked or dropped, no best.
     let (st, started) = s.post(&url, &body(enough)).await;
@@ -605,10 +495,7 @@ async fn a_money_budget_that_cannot_pay_one_call_per_candidate_is_refused_and_th
         );
     }
     for c in &table.candidates {
-        assert!(
-            c.n > 0 || c.dropped_after.is_none(),
-            "a candidate dropped unmeasured: {table:?}"
-        );
+        assert!(c.n > 0 || c.dropped_after.is_none(), "a candidate dropped unmeasured: {table:?}");
     }
     if table.candidates.iter().all(|c| c.n == 0) {
         assert_eq!(table.best, None, "{table:?}");
@@ -622,12 +509,7 @@ async fn a_tree_money_budget_outlives_a_restart() {
     let _cleanup = TempDir(dir.clone());
     let flags = ["--data", dir.to_str().unwrap()];
     let mut s = Server::start_with(&flags);
-    let (st, created) = s
-        .post(
-            "/devui/simtree",
-            &json!({"scenario": "simple_chat", "money_budget": 0.25}),
-        )
-        .await;
+    let (st, created) = s.post("/devui/simtree", &json!({"scenario": "simple_chat", "money_budget": 0.25})).await;
     assert_eq!(st, 200, "{created}");
     let t = created["id"].as_u64().unwrap();
     s.stop();
@@ -640,21 +522,14 @@ async fn a_tree_money_budget_outlives_a_restart() {
 async fn explorations_travel_with_an_export_and_a_forged_one_is_refused() {
     let s = Server::start();
     let t = sir_tree(&s).await;
-    let (st, started) = s
-        .post(&format!("/devui/simtree/{t}/explore"), &peak_search(2, 200))
-        .await;
+    let (st, started) = s.post(&format!("/devui/simtree/{t}/explore"), &peak_search(2, 200)).await;
     assert_eq!(st, 200, "{started}");
     let id = started["explore"].as_u64().unwrap();
     ended(&s, t, id).await;
     let (_, tables) = s.get(&format!("/devui/simtree/{t}/explores")).await;
     let (st, export) = s.get(&format!("/devui/simtree/{t}/export")).await;
     assert_eq!(st, 200, "{export}");
-    assert_eq!(
-        export["explores"].as_array().map(Vec::len),
-        Some(1),
-        "{}",
-        export["explores"]
-    );
+    assert_eq!(export["explores"].as_array().map(Vec::len), Some(1), "{}", export["explores"]);
     let (st, back) = s.post("/devui/simtree/import", &export).await;
     assert_eq!(st, 200, "{back}");
     let back = back["id"].as_u64().unwrap();
@@ -683,14 +558,8 @@ async fn explorations_travel_with_an_export_and_a_forged_one_is_refused() {
         (forge("/explores/0/candidates/0/node", json!(0)), "is not a child"),
         (forge("/explores/0/candidates/1/node", first_child), "is not a child"),
         (forge("/explores/0/candidates/0/children", json!([])), "disagree"),
-        (
-            forge("/explores/0/candidates/0/results/0", json!({"done": [1, 2]})),
-            "exactly one value",
-        ),
-        (
-            forge("/explores/0/objective/metric", json!("median:x")),
-            "objective.metric",
-        ),
+        (forge("/explores/0/candidates/0/results/0", json!({"done": [1, 2]})), "exactly one value"),
+        (forge("/explores/0/objective/metric", json!("median:x")), "objective.metric"),
         (forge("/explores/0/candidates", json!([])), "candidates"),
         (forge("/explores/0/runs_used", json!(1_000_000)), "runs_used"),
         (forge("/explores/0/parent", json!(4242)), "not in the export"),
@@ -710,31 +579,17 @@ async fn the_graph_route_filters_by_edge_type_and_refuses_unknown_ones() {
     let s = Server::start();
     let t = sir_tree(&s).await;
     // An advance from the root, then an exploration from the root.
-    let (st, adv) = s
-        .post(
-            &format!("/devui/simtree/{t}/advance"),
-            &json!({"parent": 0, "turns": 2}),
-        )
-        .await;
+    let (st, adv) = s.post(&format!("/devui/simtree/{t}/advance"), &json!({"parent": 0, "turns": 2})).await;
     assert_eq!(st, 200, "{adv}");
     let mut body = peak_search(1, 200);
     body["turns"] = json!(3);
     let (st, started) = s.post(&format!("/devui/simtree/{t}/explore"), &body).await;
     assert_eq!(st, 200, "{started}");
     let done = ended(&s, t, started["explore"].as_u64().unwrap()).await;
-    let made: Vec<u64> = done
-        .candidates
-        .iter()
-        .flat_map(|c| std::iter::once(c.node).chain(c.children.iter().copied()))
-        .collect();
-    let ids = |g: &Value| -> Vec<u64> {
-        g["nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| n["id"].as_u64().unwrap())
-            .collect()
-    };
+    let made: Vec<u64> =
+        done.candidates.iter().flat_map(|c| std::iter::once(c.node).chain(c.children.iter().copied())).collect();
+    let ids =
+        |g: &Value| -> Vec<u64> { g["nodes"].as_array().unwrap().iter().map(|n| n["id"].as_u64().unwrap()).collect() };
     let (_, all) = s.get(&format!("/devui/simtree/{t}/graph")).await;
     assert_eq!(graph_nodes(&all), 2 + made.len(), "{all}");
     // Without explore edges: the root and the advance only; every edge among them.
@@ -746,16 +601,12 @@ async fn the_graph_route_filters_by_edge_type_and_refuses_unknown_ones() {
     // Only explore edges: the candidates and their replicates (explore edges too), not the
     // advance; every edge type named: the whole graph.
     let (_, cands) = s.get(&format!("/devui/simtree/{t}/graph?edges=explore")).await;
-    let mut want: Vec<u64> = std::iter::once(0)
-        .chain(done.candidates.iter().map(|c| c.node))
-        .collect();
+    let mut want: Vec<u64> = std::iter::once(0).chain(done.candidates.iter().map(|c| c.node)).collect();
     want.sort_unstable();
     assert_eq!(ids(&cands).len(), 1 + made.len(), "{cands}");
     assert!(want.iter().all(|n| ids(&cands).contains(n)));
     assert!(!ids(&cands).contains(&1), "the advance is not an explore edge: {cands}");
-    let (_, both) = s
-        .get(&format!("/devui/simtree/{t}/graph?edges=advance,explore,sweep"))
-        .await;
+    let (_, both) = s.get(&format!("/devui/simtree/{t}/graph?edges=advance,explore,sweep")).await;
     assert_eq!(ids(&both), ids(&all));
     // Bad filters are a 422 naming the field, whatever the bytes.
     for bad in ["bogus", "advance,", "%01", "advance,%E2%80%AE", &"x".repeat(5000)] {
@@ -765,12 +616,7 @@ async fn the_graph_route_filters_by_edge_type_and_refuses_unknown_ones() {
         assert!(detail.starts_with("edges:"), "{detail}");
         assert!(detail.len() < 400, "the reply stays short: {detail}");
     }
-    assert_eq!(
-        s.get(&format!("/devui/simtree/{t}/graph?edges=advance&edges=sweep"))
-            .await
-            .0,
-        422
-    );
+    assert_eq!(s.get(&format!("/devui/simtree/{t}/graph?edges=advance&edges=sweep")).await.0, 422);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -780,18 +626,11 @@ async fn on_postgres_an_exploration_survives_a_restart_and_a_cut_one_goes_on_by_
     let mut s = Server::start_with(&flags);
     let t = sir_tree(&s).await;
     // A tree with a money budget (the tree_money table).
-    let (st, created) = s
-        .post(
-            "/devui/simtree",
-            &json!({"scenario": "simple_chat", "money_budget": 0.75}),
-        )
-        .await;
+    let (st, created) = s.post("/devui/simtree", &json!({"scenario": "simple_chat", "money_budget": 0.75})).await;
     assert_eq!(st, 200, "{created}");
     let priced = created["id"].as_u64().unwrap();
     // One exploration to its end, then a second killed midway.
-    let (st, started) = s
-        .post(&format!("/devui/simtree/{t}/explore"), &peak_search(4, 200))
-        .await;
+    let (st, started) = s.post(&format!("/devui/simtree/{t}/explore"), &peak_search(4, 200)).await;
     assert_eq!(st, 200, "{started}");
     let first = started["explore"].as_u64().unwrap();
     ended(&s, t, first).await;
@@ -805,12 +644,7 @@ async fn on_postgres_an_exploration_survives_a_restart_and_a_cut_one_goes_on_by_
     loop {
         let (_, table) = s.get(&format!("/devui/simtree/{t}/explore/{second}")).await;
         assert_eq!(table["status"], "running", "it ended before the kill: {table}");
-        let measured: u64 = table["candidates"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["n"].as_u64().unwrap())
-            .sum();
+        let measured: u64 = table["candidates"].as_array().unwrap().iter().map(|c| c["n"].as_u64().unwrap()).sum();
         if measured >= 2 {
             break;
         }
@@ -832,12 +666,7 @@ async fn on_postgres_an_exploration_survives_a_restart_and_a_cut_one_goes_on_by_
     let finished = ended(&s, t, second).await;
     assert_eq!(finished.status, simtree_shared::ExploreStatus::Done, "{finished:?}");
     assert_eq!(finished.runs_used, 26, "{finished:?}");
-    assert!(
-        finished
-            .candidates
-            .iter()
-            .all(|c| c.failed == 0 && c.n == c.children.len())
-    );
+    assert!(finished.candidates.iter().all(|c| c.failed == 0 && c.n == c.children.len()));
     let (_, list) = s.get(&format!("/devui/simtree/{t}/explores")).await;
     assert_eq!(list[0], done);
 }

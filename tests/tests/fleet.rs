@@ -14,15 +14,7 @@ use simtree_e2e::{Postgres, Server};
 
 /// The flags of every server here: short leases, so takeovers are quick.
 fn flags(pg: &Postgres) -> Vec<&str> {
-    vec![
-        "--database-url",
-        pg.url.as_str(),
-        "--lease-secs",
-        "3",
-        "--jobs",
-        "--job-lapse-secs",
-        "3",
-    ]
+    vec!["--database-url", pg.url.as_str(), "--lease-secs", "3", "--jobs", "--job-lapse-secs", "3"]
 }
 
 /// How long a server's stderr may lag behind its listening line.
@@ -34,15 +26,7 @@ struct Worker(std::process::Child);
 impl Worker {
     fn start(pg: &Postgres, env: &[(&str, &str)]) -> Worker {
         let child = std::process::Command::new(simtree_e2e::simtree_bin())
-            .args([
-                "worker",
-                "--database-url",
-                &pg.url,
-                "--concurrency",
-                "4",
-                "--job-lapse-secs",
-                "3",
-            ])
+            .args(["worker", "--database-url", &pg.url, "--concurrency", "4", "--job-lapse-secs", "3"])
             .env("RUST_LOG", "warn")
             .envs(env.iter().copied())
             .stdout(std::process::Stdio::null())
@@ -83,13 +67,7 @@ fn fleet(pg: &Postgres, env: &[(&str, &str)], followers: usize) -> Vec<Server> {
 
 fn wait_for_workers(pg: &Postgres, n: usize) {
     let start = Instant::now();
-    while pg
-        .sql("SELECT COUNT(*) FROM workers")
-        .trim()
-        .parse::<usize>()
-        .unwrap_or(0)
-        < n
-    {
+    while pg.sql("SELECT COUNT(*) FROM workers").trim().parse::<usize>().unwrap_or(0) < n {
         assert!(start.elapsed() < Duration::from_secs(20), "the workers did not start");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -111,15 +89,8 @@ async fn graph(s: &Server, tree: u64) -> Value {
 /// Node id → status, from a graph (every id must appear once).
 fn statuses(g: &Value) -> BTreeMap<u64, String> {
     let nodes = g["nodes"].as_array().unwrap();
-    let map: BTreeMap<u64, String> = nodes
-        .iter()
-        .map(|n| {
-            (
-                n["id"].as_u64().unwrap(),
-                n["status"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect();
+    let map: BTreeMap<u64, String> =
+        nodes.iter().map(|n| (n["id"].as_u64().unwrap(), n["status"].as_str().unwrap_or("").to_string())).collect();
     assert_eq!(map.len(), nodes.len(), "a node listed twice: {g}");
     map
 }
@@ -133,9 +104,7 @@ async fn seen_until(
     let mut seen: BTreeMap<u64, Vec<String>> = BTreeMap::new();
     let until = Instant::now() + within;
     loop {
-        let done = finished
-            .iter()
-            .all(|n| seen.get(n).is_some_and(|k| k.iter().any(|k| k == "run_finish")));
+        let done = finished.iter().all(|n| seen.get(n).is_some_and(|k| k.iter().any(|k| k == "run_finish")));
         if done {
             return seen;
         }
@@ -194,15 +163,10 @@ async fn three_servers_and_two_workers_on_one_database_serve_as_one() {
             .await["child"]
                 .as_u64()
                 .unwrap();
-            let again = ok(s(1), &p("advance"), json!({"parent": branched, "turns": 1})).await["child"]
-                .as_u64()
-                .unwrap();
-            let mut runs: BTreeSet<u64> = b["children"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|c| c.as_u64().unwrap())
-                .collect();
+            let again =
+                ok(s(1), &p("advance"), json!({"parent": branched, "turns": 1})).await["child"].as_u64().unwrap();
+            let mut runs: BTreeSet<u64> =
+                b["children"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).collect();
             runs.extend([child, again]);
             let mut acked = runs.clone();
             acked.extend([0, branched]);
@@ -223,12 +187,7 @@ async fn three_servers_and_two_workers_on_one_database_serve_as_one() {
         assert_eq!(status, 200);
         assert_eq!(theirs, list, "{} lists other trees", s.base);
     }
-    let ids: BTreeSet<u64> = list
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["id"].as_u64().unwrap())
-        .collect();
+    let ids: BTreeSet<u64> = list.as_array().unwrap().iter().map(|t| t["id"].as_u64().unwrap()).collect();
     assert_eq!(ids, distinct);
     for &t in &trees {
         let g = graph(&servers[0], t).await;
@@ -248,11 +207,7 @@ async fn three_servers_and_two_workers_on_one_database_serve_as_one() {
         for n in &runs_of[t] {
             let kinds = &seen[n];
             assert!(kinds.iter().any(|k| k == "run_start"), "tree {t} node {n}: {kinds:?}");
-            assert_eq!(
-                kinds.last().map(String::as_str),
-                Some("run_finish"),
-                "tree {t} node {n}: {kinds:?}"
-            );
+            assert_eq!(kinds.last().map(String::as_str), Some("run_finish"), "tree {t} node {n}: {kinds:?}");
         }
     }
     // A node's log and the tree's export (streamed) read the same through every server.
@@ -262,10 +217,7 @@ async fn three_servers_and_two_workers_on_one_database_serve_as_one() {
     let log = servers[0].get(&log_path).await;
     assert_eq!(log.0, 200);
     for s in &servers[1..] {
-        assert_eq!(
-            simtree_e2e::text(s, &format!("/devui/simtree/{t}/export")).await,
-            export
-        );
+        assert_eq!(simtree_e2e::text(s, &format!("/devui/simtree/{t}/export")).await, export);
         assert_eq!(s.get(&log_path).await, log);
     }
     // A follower killed (-9): nothing changes for the clients of the others.
@@ -275,12 +227,7 @@ async fn three_servers_and_two_workers_on_one_database_serve_as_one() {
     let t = trees[0];
     let mut w = servers[1].watch(&format!("/devui/simtree/{t}/events")).await;
     for s in &servers {
-        let child = ok(
-            s,
-            &format!("/devui/simtree/{t}/advance"),
-            json!({"parent": 0, "turns": 1}),
-        )
-        .await["child"]
+        let child = ok(s, &format!("/devui/simtree/{t}/advance"), json!({"parent": 0, "turns": 1})).await["child"]
             .as_u64()
             .unwrap();
         seen_until(&mut w, &BTreeSet::from([child]), Duration::from_secs(20)).await;
@@ -322,9 +269,7 @@ async fn the_leader_killed_mid_fan_out_is_replaced_by_a_follower_and_nothing_ack
     let _worker = Worker::start(&pg, &env);
     let t = servers[1].create("simple_chat").await;
     let p = |what: &str| format!("/devui/simtree/{t}/{what}");
-    let first = ok(&servers[2], &p("advance"), json!({"parent": 0, "turns": 1})).await["child"]
-        .as_u64()
-        .unwrap();
+    let first = ok(&servers[2], &p("advance"), json!({"parent": 0, "turns": 1})).await["child"].as_u64().unwrap();
     let acked = BTreeSet::from([0, first]);
     // A 16-child fan-out through a follower; the leader dies while it runs.
     let fan = {
@@ -352,10 +297,8 @@ async fn the_leader_killed_mid_fan_out_is_replaced_by_a_follower_and_nothing_ack
     servers[0].stop(); // SIGKILL: the lease is not released
     let killed = Instant::now();
     // The forwarded request is answered (503: the leader went away), never left hanging.
-    let (status, body) = tokio::time::timeout(Duration::from_secs(10), fan)
-        .await
-        .expect("the forwarded fan-out was answered")
-        .unwrap();
+    let (status, body) =
+        tokio::time::timeout(Duration::from_secs(10), fan).await.expect("the forwarded fan-out was answered").unwrap();
     assert!(status == 503 || status == 200, "{status}: {body}");
     // Meanwhile the followers answer 200 or 503 naming the leader, never a 500 or a hang.
     let mut named = false;
@@ -389,10 +332,7 @@ async fn the_leader_killed_mid_fan_out_is_replaced_by_a_follower_and_nothing_ack
         if status == 200 {
             break;
         }
-        assert!(
-            Instant::now() < until,
-            "the other follower does not reach the new leader"
-        );
+        assert!(Instant::now() < until, "the other follower does not reach the new leader");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // No node stays running: each finished or was interrupted, within 30 s of the kill.
@@ -406,17 +346,10 @@ async fn the_leader_killed_mid_fan_out_is_replaced_by_a_follower_and_nothing_ack
     };
     let nodes = statuses(&g);
     for n in &acked {
-        assert_eq!(
-            nodes.get(n).map(String::as_str),
-            Some("done"),
-            "acknowledged node {n}: {g}"
-        );
+        assert_eq!(nodes.get(n).map(String::as_str), Some("done"), "acknowledged node {n}: {g}");
     }
     for (n, s) in &nodes {
-        assert!(
-            ["done", "interrupted", "failed"].contains(&s.as_str()),
-            "node {n} is {s}"
-        );
+        assert!(["done", "interrupted", "failed"].contains(&s.as_str()), "node {n} is {s}");
     }
     assert_eq!(graph(&servers[other], t).await, g);
     // Both answer again and take work.
@@ -430,10 +363,7 @@ async fn the_leader_killed_mid_fan_out_is_replaced_by_a_follower_and_nothing_ack
 async fn an_address_that_leads_back_to_a_follower_is_refused_with_508() {
     let pg = Postgres::start();
     // The follower's port, reserved; the leader advertises it as its own.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).unwrap().port();
     let advertise = format!("http://127.0.0.1:{port}");
     let at = format!("127.0.0.1:{port}");
     let mut f = flags(&pg);
@@ -450,26 +380,13 @@ async fn an_address_that_leads_back_to_a_follower_is_refused_with_508() {
     assert_eq!(status, 508, "{body}");
     assert!(body["detail"].as_str().unwrap().contains("--advertise"), "{body}");
     assert!(started.elapsed() < Duration::from_secs(5));
-    let (status, _) = follower
-        .post("/devui/simtree", &json!({"scenario": "simple_chat"}))
-        .await;
+    let (status, _) = follower.post("/devui/simtree", &json!({"scenario": "simple_chat"})).await;
     assert_eq!(status, 508);
     // A client sending the header itself gets 508 from a follower; the leader ignores it.
-    let r = follower
-        .http
-        .get(follower.url("/api/scenarios"))
-        .header("x-simtree-via", "someone/1")
-        .send()
-        .await
-        .unwrap();
+    let r =
+        follower.http.get(follower.url("/api/scenarios")).header("x-simtree-via", "someone/1").send().await.unwrap();
     assert_eq!(r.status().as_u16(), 508);
-    let r = leader
-        .http
-        .get(leader.url("/devui/simtree"))
-        .header("x-simtree-via", "someone/1")
-        .send()
-        .await
-        .unwrap();
+    let r = leader.http.get(leader.url("/devui/simtree")).header("x-simtree-via", "someone/1").send().await.unwrap();
     assert_eq!(r.status().as_u16(), 200);
     // The follower's own routes still answer.
     assert_eq!(follower.get("/health").await.0, 200);
@@ -517,9 +434,7 @@ async fn a_follower_checks_the_token_and_passes_it_on() {
     assert_eq!(r.status().as_u16(), 200);
     let t = r.json::<Value>().await.unwrap()["id"].as_u64().unwrap();
     // The socket with ?token= through the follower.
-    let mut w = follower
-        .watch(&format!("/devui/simtree/{t}/events?token=fleet-secret-1"))
-        .await;
+    let mut w = follower.watch(&format!("/devui/simtree/{t}/events?token=fleet-secret-1")).await;
     let first = w.next(Duration::from_secs(10)).await.expect("a message");
     assert!(first["type"].is_string(), "{first}");
     let r = bearer(&leader, &format!("/devui/simtree/{t}")).send().await.unwrap();
@@ -542,23 +457,15 @@ async fn a_follower_checks_the_token_and_passes_it_on() {
         })
     };
     let node = loop {
-        let r = bearer(&follower, &format!("/devui/simtree/{t}/graph"))
-            .send()
-            .await
-            .unwrap();
+        let r = bearer(&follower, &format!("/devui/simtree/{t}/graph")).send().await.unwrap();
         let g: Value = r.json().await.unwrap();
         if let Some(n) = g["running"].as_array().and_then(|r| r.first()).and_then(Value::as_u64) {
             break n;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
-    let mut w = follower
-        .watch(&format!("/devui/simtree/{t}/sim/{node}/events?token=fleet-secret-1"))
-        .await;
-    let entry = w
-        .next(Duration::from_secs(10))
-        .await
-        .expect("the node socket streams entries");
+    let mut w = follower.watch(&format!("/devui/simtree/{t}/sim/{node}/events?token=fleet-secret-1")).await;
+    let entry = w.next(Duration::from_secs(10)).await.expect("the node socket streams entries");
     assert!(entry.is_object(), "{entry}");
     assert_eq!(run.await.unwrap(), 200);
 }
@@ -632,18 +539,10 @@ async fn a_request_forwarded_to_a_frozen_leader_is_answered_503_not_left_hanging
         libc::kill(leader.pid() as i32, libc::SIGSTOP);
     }
     let frozen = Instant::now();
-    let reply = tokio::time::timeout(Duration::from_secs(15), long)
-        .await
-        .expect("the forwarded request was answered")
-        .unwrap();
+    let reply =
+        tokio::time::timeout(Duration::from_secs(15), long).await.expect("the forwarded request was answered").unwrap();
     let took = frozen.elapsed();
-    assert!(
-        reply["detail"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("is not answering"),
-        "{reply}"
-    );
+    assert!(reply["detail"].as_str().unwrap_or_default().contains("is not answering"), "{reply}");
     eprintln!("answered 503 {took:?} after the leader froze");
     follower.wait_leading(Duration::from_secs(10));
     assert_eq!(follower.get("/ready").await.0, 200);
@@ -655,9 +554,7 @@ async fn a_request_forwarded_to_a_frozen_leader_is_answered_503_not_left_hanging
     let (status, body) = leader.get("/devui/simtree").await;
     assert_eq!(status, 503, "a deposed leader served {body}");
     let mut leader = leader;
-    let exit = leader
-        .wait_exit(Duration::from_secs(10))
-        .expect("the deposed leader stops");
+    let exit = leader.wait_exit(Duration::from_secs(10)).expect("the deposed leader stops");
     assert!(!exit.success(), "{exit}");
     assert!(leader.output().contains("this server stops"), "{}", leader.output());
     assert_eq!(follower.get("/devui/simtree").await.1, trees);
@@ -668,19 +565,9 @@ async fn a_request_forwarded_to_a_frozen_leader_is_answered_503_not_left_hanging
 #[tokio::test(flavor = "multi_thread")]
 async fn a_server_restarted_on_its_own_address_recognises_its_old_lease() {
     let pg = Postgres::start();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).unwrap().port();
     let at = format!("127.0.0.1:{port}");
-    let f = [
-        "--database-url",
-        pg.url.as_str(),
-        "--lease-secs",
-        "30",
-        "--addr",
-        at.as_str(),
-    ];
+    let f = ["--database-url", pg.url.as_str(), "--lease-secs", "30", "--addr", at.as_str()];
     let mut first = Server::start_with(&f);
     first.wait_leading(SAID);
     let t = first.create("simple_chat").await;

@@ -17,22 +17,13 @@ const EVIL: &str = "http://evil.example";
 fn raise_fd_limit(want: u64) -> u64 {
     // SAFETY: getrlimit/setrlimit only touch the struct passed in.
     unsafe {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
+        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
         libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
-        let raised = libc::rlimit {
-            rlim_cur: want.max(lim.rlim_cur),
-            rlim_max: want.max(lim.rlim_max),
-        };
+        let raised = libc::rlimit { rlim_cur: want.max(lim.rlim_cur), rlim_max: want.max(lim.rlim_max) };
         if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
             return raised.rlim_cur;
         }
-        let soft = libc::rlimit {
-            rlim_cur: lim.rlim_max,
-            rlim_max: lim.rlim_max,
-        };
+        let soft = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
         libc::setrlimit(libc::RLIMIT_NOFILE, &soft);
         lim.rlim_max
     }
@@ -52,11 +43,7 @@ async fn until_idle(s: &Server, tree: u64, limit: Duration) -> Duration {
         if g["running"].as_array().is_some_and(|r| r.is_empty()) {
             return start.elapsed();
         }
-        assert!(
-            start.elapsed() < limit,
-            "still running after {limit:?}: {}",
-            g["running"]
-        );
+        assert!(start.elapsed() < limit, "still running after {limit:?}: {}", g["running"]);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -77,10 +64,7 @@ async fn foreign_pages_cannot_drive_the_server() {
     assert_eq!(r.status(), 403);
     assert!(r.headers().get("access-control-allow-origin").is_none());
     // A "simple" cross-site post (no preflight needed) is refused before any handler runs.
-    for (path, body) in [
-        ("/devui/simtree", r#"{"scenario":"simple_chat"}"#),
-        ("/api/abm/validate", "{}"),
-    ] {
+    for (path, body) in [("/devui/simtree", r#"{"scenario":"simple_chat"}"#), ("/api/abm/validate", "{}")] {
         let r = s
             .http
             .post(s.url(path))
@@ -92,10 +76,7 @@ async fn foreign_pages_cannot_drive_the_server() {
             .unwrap();
         assert_eq!(r.status(), 403, "{path}");
         let detail: Value = r.json().await.unwrap();
-        assert!(
-            detail["detail"].as_str().unwrap().contains("--allow-origin"),
-            "{detail}"
-        );
+        assert!(detail["detail"].as_str().unwrap().contains("--allow-origin"), "{detail}");
     }
     assert_eq!(s.get("/devui/simtree").await.1, json!([]), "nothing was created");
     // The same page's origin is fine; so is a client that sends no Origin (curl, Python).
@@ -115,13 +96,7 @@ async fn foreign_pages_cannot_drive_the_server() {
     let err = tokio_tungstenite::connect_async(req).await.unwrap_err();
     assert!(err.to_string().contains("403"), "{err}");
     // DNS rebinding: a hostile name resolving to 127.0.0.1 arrives with its own Host header.
-    let r = s
-        .http
-        .get(s.url("/devui/simtree"))
-        .header("Host", "evil.example:8090")
-        .send()
-        .await
-        .unwrap();
+    let r = s.http.get(s.url("/devui/simtree")).header("Host", "evil.example:8090").send().await.unwrap();
     assert_eq!(r.status(), 403);
 }
 
@@ -151,31 +126,15 @@ async fn the_token_guards_every_route_but_health() {
         assert_eq!(st, 401, "{path}");
         assert!(body["detail"].as_str().unwrap().contains("token"), "{body}");
     }
-    let authed = s
-        .http
-        .get(s.url("/devui/simtree"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
+    let authed = s.http.get(s.url("/devui/simtree")).bearer_auth(token).send().await.unwrap();
     assert_eq!(authed.status(), 200);
     // The printed link trades the token for an HttpOnly, SameSite=Strict cookie.
-    let no_redirects = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let link = no_redirects
-        .get(s.url(&format!("/simtree?token={token}")))
-        .send()
-        .await
-        .unwrap();
+    let no_redirects = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let link = no_redirects.get(s.url(&format!("/simtree?token={token}"))).send().await.unwrap();
     assert_eq!(link.status(), 303);
     assert_eq!(link.headers()["location"], "/simtree");
     let cookie = link.headers()["set-cookie"].to_str().unwrap().to_string();
-    assert!(
-        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
-        "{cookie}"
-    );
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
     let pair = cookie.split(';').next().unwrap().to_string();
     let with_cookie = s
         .http
@@ -187,9 +146,7 @@ async fn the_token_guards_every_route_but_health() {
         .unwrap();
     assert_eq!(with_cookie.status(), 200);
     // Sockets take the cookie or ?token=; without either the upgrade is refused.
-    let err = tokio_tungstenite::connect_async(s.ws_url("/devui/simtree/0/events"))
-        .await
-        .unwrap_err();
+    let err = tokio_tungstenite::connect_async(s.ws_url("/devui/simtree/0/events")).await.unwrap_err();
     assert!(err.to_string().contains("401"), "{err}");
     let (mut ws, _) = tokio_tungstenite::connect_async(s.ws_url(&format!("/devui/simtree/0/events?token={token}")))
         .await
@@ -197,9 +154,7 @@ async fn the_token_guards_every_route_but_health() {
     ws.send(Message::Text("ready".into())).await.unwrap();
     let mut req = s.ws_url("/devui/simtree/0/events").into_client_request().unwrap();
     req.headers_mut().insert("Cookie", pair.parse().unwrap());
-    tokio_tungstenite::connect_async(req)
-        .await
-        .expect("socket with the cookie");
+    tokio_tungstenite::connect_async(req).await.expect("socket with the cookie");
 }
 
 #[test]
@@ -217,12 +172,7 @@ fn a_public_bind_without_a_token_refuses_to_start() {
 /// A small real export to tamper with.
 async fn export_of(s: &Server, scenario: &str, turns: u64) -> Value {
     let tree = s.create(scenario).await;
-    let (st, _) = s
-        .post(
-            &format!("/devui/simtree/{tree}/advance"),
-            &json!({"parent": 0, "turns": turns}),
-        )
-        .await;
+    let (st, _) = s.post(&format!("/devui/simtree/{tree}/advance"), &json!({"parent": 0, "turns": turns})).await;
     assert_eq!(st, 200);
     let (st, export) = s.get(&format!("/devui/simtree/{tree}/export")).await;
     assert_eq!(st, 200);
@@ -270,12 +220,7 @@ async fn lying_imports_are_refused_and_the_server_keeps_serving() {
         let (st, t) = s.post("/devui/simtree/import", &e).await;
         assert_eq!(st, 200, "{t}");
         let id = t["id"].as_u64().unwrap();
-        let (st, r) = s
-            .post(
-                &format!("/devui/simtree/{id}/advance"),
-                &json!({"parent": 1, "turns": 1}),
-            )
-            .await;
+        let (st, r) = s.post(&format!("/devui/simtree/{id}/advance"), &json!({"parent": 1, "turns": 1})).await;
         assert_eq!(st, 200, "{r}");
     }
 }
@@ -284,30 +229,19 @@ async fn lying_imports_are_refused_and_the_server_keeps_serving() {
 async fn replay_obeys_the_turn_limit() {
     let s = Server::start_with(&["--max-turns", "5"]);
     let tree = s.create("simple_chat").await;
-    let (st, _) = s
-        .post(
-            &format!("/devui/simtree/{tree}/advance"),
-            &json!({"parent": 0, "turns": 5}),
-        )
-        .await;
+    let (st, _) = s.post(&format!("/devui/simtree/{tree}/advance"), &json!({"parent": 0, "turns": 5})).await;
     assert_eq!(st, 200);
     let (_, export) = s.get(&format!("/devui/simtree/{tree}/export")).await;
     let s2 = Server::start_with(&["--max-turns", "2"]);
     let (st, reply) = s2.post("/devui/simtree/import", &export).await;
-    assert_eq!(
-        st, 422,
-        "an import may not carry longer runs than this server allows: {reply}"
-    );
+    assert_eq!(st, 422, "an import may not carry longer runs than this server allows: {reply}");
 }
 
 #[tokio::test]
 async fn a_client_that_hangs_up_leaves_no_running_node() {
     let s = Server::start_with(&["--max-turns", "100000"]);
     let tree = s.create("simple_chat").await;
-    let impatient = reqwest::Client::builder()
-        .timeout(Duration::from_millis(50))
-        .build()
-        .unwrap();
+    let impatient = reqwest::Client::builder().timeout(Duration::from_millis(50)).build().unwrap();
     for route in ["advance", "advance_chain", "advance_multi"] {
         let body = match route {
             "advance_multi" => json!({"parent": 0, "turns": 40, "count": 3}),
@@ -315,11 +249,7 @@ async fn a_client_that_hangs_up_leaves_no_running_node() {
             "advance_chain" => json!({"parent": 0, "turns": 120}),
             _ => json!({"parent": 0, "turns": 60}),
         };
-        let r = impatient
-            .post(s.url(&format!("/devui/simtree/{tree}/{route}")))
-            .json(&body)
-            .send()
-            .await;
+        let r = impatient.post(s.url(&format!("/devui/simtree/{tree}/{route}"))).json(&body).send().await;
         assert!(r.is_err(), "{route}: the request should have timed out on the client");
     }
     // The chain's runs follow one another, so the tree is idle for a moment between two links:
@@ -333,10 +263,7 @@ async fn a_client_that_hangs_up_leaves_no_running_node() {
     eprintln!("runs of departed clients finished in {took:?}");
     let g = graph(&s, tree).await;
     assert_eq!(g["nodes"].as_array().unwrap().len(), 125);
-    assert!(
-        g["nodes"].as_array().unwrap().iter().all(|n| n["status"] == "done"),
-        "{g}"
-    );
+    assert!(g["nodes"].as_array().unwrap().iter().all(|n| n["status"] == "done"), "{g}");
     let (st, _) = s.get(&format!("/devui/simtree/{tree}/export")).await;
     assert_eq!(st, 200, "the whole tree exports");
 }
@@ -374,9 +301,7 @@ async fn cancel_stops_social_and_trading_runs_and_keeps_their_partial_logs() {
         let runner = s.advance_in_background(tree, 0, turns);
         // Cancel as soon as the run is in flight (an episode has only ~250 decision points).
         let node = s.first_running(tree).await;
-        let (st, body) = s
-            .post(&format!("/devui/simtree/{tree}/node/{node}/cancel"), &json!({}))
-            .await;
+        let (st, body) = s.post(&format!("/devui/simtree/{tree}/node/{node}/cancel"), &json!({})).await;
         assert_eq!(st, 200, "{scenario}: {body}");
         let reply = runner.await.unwrap();
         assert_eq!(reply["child"], node);
@@ -384,21 +309,11 @@ async fn cancel_stops_social_and_trading_runs_and_keeps_their_partial_logs() {
         let (_, info) = s.get(&format!("/devui/simtree/{tree}/node/{node}/info")).await;
         assert_eq!(info["status"], "cancelled", "{scenario}: {info}");
         let (_, logs) = s.get(&format!("/devui/simtree/{tree}/node/{node}/logs")).await;
-        assert!(
-            logs.as_array().unwrap().iter().any(|e| e["node"] == node),
-            "{scenario}: the partial log is kept"
-        );
+        assert!(logs.as_array().unwrap().iter().any(|e| e["node"] == node), "{scenario}: the partial log is kept");
         // A cancelled node is usable: it can be advanced further; cancelling it again is a 409.
-        let (st, _) = s
-            .post(
-                &format!("/devui/simtree/{tree}/advance"),
-                &json!({"parent": node, "turns": 1}),
-            )
-            .await;
+        let (st, _) = s.post(&format!("/devui/simtree/{tree}/advance"), &json!({"parent": node, "turns": 1})).await;
         assert_eq!(st, 200, "{scenario}");
-        let (st, _) = s
-            .post(&format!("/devui/simtree/{tree}/node/{node}/cancel"), &json!({}))
-            .await;
+        let (st, _) = s.post(&format!("/devui/simtree/{tree}/node/{node}/cancel"), &json!({})).await;
         assert_eq!(st, 409);
     }
 }
@@ -412,24 +327,14 @@ async fn node_cap_and_memory_budget_give_clear_conflicts() {
     assert_eq!(s.post(&adv, &json!({"parent": 0})).await.0, 200);
     let (st, body) = s.post(&adv, &json!({"parent": 0})).await;
     assert_eq!(st, 409);
-    assert!(
-        body["detail"].as_str().unwrap().contains("--max-nodes-per-tree"),
-        "{body}"
-    );
-    let (st, _) = s
-        .post(
-            &format!("/devui/simtree/{tree}/advance_multi"),
-            &json!({"parent": 0, "count": 5}),
-        )
-        .await;
+    assert!(body["detail"].as_str().unwrap().contains("--max-nodes-per-tree"), "{body}");
+    let (st, _) = s.post(&format!("/devui/simtree/{tree}/advance_multi"), &json!({"parent": 0, "count": 5})).await;
     assert_eq!(st, 409, "a fan-out beyond the cap creates nothing");
     assert_eq!(graph(&s, tree).await["nodes"].as_array().unwrap().len(), 3);
 
     let tiny = Server::start_with(&["--max-memory-mb", "1"]);
     let tree = tiny.create("simple_chat").await;
-    let (st, body) = tiny
-        .post(&format!("/devui/simtree/{tree}/advance"), &json!({"parent": 0}))
-        .await;
+    let (st, body) = tiny.post(&format!("/devui/simtree/{tree}/advance"), &json!({"parent": 0})).await;
     assert_eq!(st, 409);
     assert!(body["detail"].as_str().unwrap().contains("memory budget"), "{body}");
 }
@@ -439,9 +344,7 @@ async fn sockets_are_bounded_silent_ones_time_out_and_big_frames_close() {
     let s = Server::start();
     s.create("simple_chat").await;
     // A socket that never says `ready` is closed after the deadline (10 s).
-    let (mut silent, _) = tokio_tungstenite::connect_async(s.ws_url("/devui/simtree/0/events"))
-        .await
-        .unwrap();
+    let (mut silent, _) = tokio_tungstenite::connect_async(s.ws_url("/devui/simtree/0/events")).await.unwrap();
     let started = Instant::now();
     let closed = tokio::time::timeout(Duration::from_secs(20), async {
         use futures_util::StreamExt;
@@ -455,9 +358,7 @@ async fn sockets_are_bounded_silent_ones_time_out_and_big_frames_close() {
     assert!(closed.is_ok(), "the silent socket was not closed");
     assert!(started.elapsed() >= Duration::from_secs(9), "{:?}", started.elapsed());
     // A 1 MiB client frame is refused, not buffered.
-    let (mut big, _) = tokio_tungstenite::connect_async(s.ws_url("/devui/simtree/0/events"))
-        .await
-        .unwrap();
+    let (mut big, _) = tokio_tungstenite::connect_async(s.ws_url("/devui/simtree/0/events")).await.unwrap();
     let _ = big.send(Message::Text("x".repeat(1 << 20).into())).await;
     let closed = tokio::time::timeout(Duration::from_secs(5), async {
         use futures_util::StreamExt;
@@ -476,11 +377,7 @@ async fn sockets_are_bounded_silent_ones_time_out_and_big_frames_close() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_thousand_half_open_connections_do_not_stop_health() {
     let limit = raise_fd_limit(65_536);
-    let n: usize = if limit >= 45_000 {
-        20_000
-    } else {
-        (limit as usize / 2).saturating_sub(200)
-    };
+    let n: usize = if limit >= 45_000 { 20_000 } else { (limit as usize / 2).saturating_sub(200) };
     let s = Server::start();
     let addr = s.base.trim_start_matches("http://").to_string();
     let mut held = Vec::with_capacity(n);
@@ -491,11 +388,7 @@ async fn twenty_thousand_half_open_connections_do_not_stop_health() {
             _ => break,
         }
     }
-    eprintln!(
-        "{} half-open connections in {:?} (fd limit {limit})",
-        held.len(),
-        started.elapsed()
-    );
+    eprintln!("{} half-open connections in {:?} (fd limit {limit})", held.len(), started.elapsed());
     assert!(held.len() >= n * 9 / 10, "opened only {} of {n}", held.len());
     let t = Instant::now();
     let health = reqwest::Client::builder()
@@ -519,11 +412,7 @@ async fn raw_status(s: &Server, head: String) -> String {
     c.write_all(head.as_bytes()).await.unwrap();
     let mut reply = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(40), c.read_to_end(&mut reply)).await;
-    String::from_utf8_lossy(&reply)
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_string()
+    String::from_utf8_lossy(&reply).lines().next().unwrap_or_default().to_string()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -535,11 +424,8 @@ async fn two_host_headers_are_refused() {
     )
     .await;
     assert!(status.contains(" 400 "), "{status}");
-    let status = raw_status(
-        &s,
-        "GET /devui/simtree HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".into(),
-    )
-    .await;
+    let status =
+        raw_status(&s, "GET /devui/simtree HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".into()).await;
     assert!(status.contains(" 200 "), "{status}");
 }
 
@@ -635,10 +521,7 @@ async fn websockets_have_a_cap_and_silent_clients_are_closed() {
     }
     assert!(closed_for_silence, "the silent socket was closed");
     let open_for = reader.await.unwrap();
-    assert!(
-        open_for >= Duration::from_secs(7),
-        "a client answering pings stays open: {open_for:?}"
-    );
+    assert!(open_for >= Duration::from_secs(7), "a client answering pings stays open: {open_for:?}");
     // The closed sockets' permits are free again (once the server has seen each end: `a` was
     // dropped by its reader a moment ago).
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -718,12 +601,7 @@ async fn a_slow_reader_of_a_long_run_gets_every_entry() {
     let own = expected.unwrap();
     assert!(got.len() > 10_000, "a long run: {} entries", got.len());
     assert!(took > Duration::from_secs(6), "the reader was slow: {took:?}");
-    assert!(
-        got == own,
-        "the socket's {} entries are the node's {}, in order",
-        got.len(),
-        own.len()
-    );
+    assert!(got == own, "the socket's {} entries are the node's {}, in order", got.len(), own.len());
 }
 
 /// Issue 42, item 5: a reader that stops reading is closed (1001) after `--ws-idle-secs`, told
@@ -756,11 +634,7 @@ async fn a_node_socket_closed_for_silence_says_where_to_resume() {
         .next()
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no index to resume from in {reason:?}"));
-    assert_eq!(
-        from,
-        got.len(),
-        "the index is that of the first entry not received ({reason})"
-    );
+    assert_eq!(from, got.len(), "the index is that of the first entry not received ({reason})");
     run.await.unwrap();
     let own = simtree_e2e::own_entries(&s, tree, node).await;
     assert!(own.len() > from, "the run went on after the close");
@@ -772,11 +646,7 @@ async fn a_node_socket_closed_for_silence_says_where_to_resume() {
             other => panic!("resumed at {from}, after {} entries: {other:?}", got.len()),
         }
     }
-    assert!(
-        got == own,
-        "the two sockets' entries are the node's {}, in order",
-        own.len()
-    );
+    assert!(got == own, "the two sockets' entries are the node's {}, in order", own.len());
     // A bad index is refused before the upgrade.
     let bad = format!("/devui/simtree/{tree}/sim/{node}/events?from=-1");
     match tokio_tungstenite::connect_async(s.ws_url(&bad)).await {
@@ -827,11 +697,7 @@ async fn a_flood_of_slow_bodies_never_shuts_out_health() {
         .collect();
     tokio::time::sleep(Duration::from_secs(1)).await;
     // A new connection for every probe (no pooled connection from before the flood).
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(3))
-        .pool_max_idle_per_host(0)
-        .build()
-        .unwrap();
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(3)).pool_max_idle_per_host(0).build().unwrap();
     let mut failed = Vec::new();
     let started = Instant::now();
     let mut probes = 0;
@@ -841,11 +707,7 @@ async fn a_flood_of_slow_bodies_never_shuts_out_health() {
             probes += 1;
             match client.get(s.url(path)).send().await {
                 Ok(r) if r.status() == 200 => {}
-                other => failed.push(format!(
-                    "{path} at {:?}: {:?}",
-                    started.elapsed(),
-                    other.map(|r| r.status())
-                )),
+                other => failed.push(format!("{path} at {:?}: {:?}", started.elapsed(), other.map(|r| r.status()))),
             }
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -861,14 +723,6 @@ async fn a_flood_of_slow_bodies_never_shuts_out_health() {
     for f in flood {
         f.abort();
     }
-    assert!(
-        failed.is_empty(),
-        "{} of {probes} probes failed: {failed:#?}",
-        failed.len()
-    );
-    assert_eq!(
-        created.ok(),
-        Some(reqwest::StatusCode::OK),
-        "an ordinary request during the flood"
-    );
+    assert!(failed.is_empty(), "{} of {probes} probes failed: {failed:#?}", failed.len());
+    assert_eq!(created.ok(), Some(reqwest::StatusCode::OK), "an ordinary request during the flood");
 }

@@ -17,10 +17,7 @@ const SECRET: &str = "sk-test-secret-123456";
 
 /// The fixture model with `code` as its agents' one behaviour (3 agents: it runs 3 times a step).
 fn model_with(code: &str) -> Value {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../server/tests/fixtures/abm/one_behavior.json"
-    );
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../server/tests/fixtures/abm/one_behavior.json");
     let mut model: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     model["agents"][0][0]["agentBehaviors"][0]["code"] = json!(code);
     model
@@ -29,10 +26,7 @@ fn model_with(code: &str) -> Value {
 /// A server with the secret in its environment and a short wall-clock budget per ABM call.
 fn server(call_timeout_s: u64, flags: &[&str]) -> Server {
     let timeout = call_timeout_s.to_string();
-    Server::start_env(
-        flags,
-        &[("LLM_API_KEY", SECRET), ("SIMTREE_ABM_CALL_TIMEOUT", timeout.as_str())],
-    )
+    Server::start_env(flags, &[("LLM_API_KEY", SECRET), ("SIMTREE_ABM_CALL_TIMEOUT", timeout.as_str())])
 }
 
 /// The export of a fresh `sir_network` tree (creating it also starts the ABM workers).
@@ -53,19 +47,12 @@ async fn import_model(s: &Server, model: Value) -> u64 {
 }
 
 async fn advance(s: &Server, t: u64, parent: u64, turns: u64) -> (u16, Value) {
-    s.post(
-        &format!("/devui/simtree/{t}/advance"),
-        &json!({"parent": parent, "turns": turns}),
-    )
-    .await
+    s.post(&format!("/devui/simtree/{t}/advance"), &json!({"parent": parent, "turns": turns})).await
 }
 
 /// Host processes whose command line contains `marker` (`pgrep -f`).
 fn host_processes(marker: &str) -> String {
-    let out = std::process::Command::new("pgrep")
-        .args(["-a", "-f", marker])
-        .output()
-        .unwrap();
+    let out = std::process::Command::new("pgrep").args(["-a", "-f", marker]).output().unwrap();
     // pgrep matches its own command line too when run through a shell; not here (direct exec).
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -162,10 +149,7 @@ async fn model_code_cannot_start_processes() {
     let (st, r) = advance(&s, t, 0, 1).await;
     assert_eq!(st, 200, "{r}");
     let error = r["error"].as_str().unwrap_or_default();
-    assert!(
-        error.contains("fork refused system refused popen refused fork_exec refused ctypes refused"),
-        "{r}"
-    );
+    assert!(error.contains("fork refused system refused popen refused fork_exec refused ctypes refused"), "{r}");
     assert_eq!(host_processes(&marker), "", "a process was started");
     // The worker is fine afterwards: a healthy model runs.
     let sir = s.create("sir_network").await;
@@ -186,9 +170,7 @@ async fn model_code_cannot_start_processes() {
             })
             .collect();
         assert!(
-            capped
-                .iter()
-                .any(|(max, procs)| max == "256" && !procs.trim().is_empty()),
+            capped.iter().any(|(max, procs)| max == "256" && !procs.trim().is_empty()),
             "no capped cgroup holds a worker: {capped:?}"
         );
     }
@@ -396,12 +378,7 @@ fn abm_run_as_normal_user(code: &str, steps: u32) -> Option<String> {
     };
     let file = std::env::temp_dir().join(format!("simtree-walls-{}-{steps}.json", std::process::id()));
     std::fs::write(&file, model_with(code).to_string()).unwrap();
-    let out = cmd
-        .args(["abm", "run"])
-        .arg(&file)
-        .args(["--steps", &steps.to_string(), "--json"])
-        .output()
-        .unwrap();
+    let out = cmd.args(["abm", "run"]).arg(&file).args(["--steps", &steps.to_string(), "--json"]).output().unwrap();
     let _ = std::fs::remove_file(&file);
     Some(String::from_utf8_lossy(&out.stderr).into_owned())
 }
@@ -476,10 +453,7 @@ async fn the_sandbox_tmp_is_bounded_and_emptied_after_each_call() {
     // Emptied: the next call finds neither file (only folders the sandbox made for its binds,
     // when the checkout lives under /tmp).
     let left = error.split("; left: ").nth(1).unwrap_or_default();
-    assert!(
-        !left.contains("fill") && !left.contains("left-behind"),
-        "the next call found /tmp emptied: {second}"
-    );
+    assert!(!left.contains("fill") && !left.contains("left-behind"), "the next call found /tmp emptied: {second}");
 }
 
 #[tokio::test]
@@ -494,10 +468,7 @@ async fn an_output_flood_without_newlines_is_kept_by_bytes() {
     let (st, r) = advance(&s, t, 0, 1).await;
     assert_eq!((st, r.get("error")), (200, None), "{r}");
     let grew = s.peak_rss_mib().saturating_sub(before);
-    assert!(
-        grew < 64,
-        "the server's peak memory grew by {grew} MiB for 300 MiB of output"
-    );
+    assert!(grew < 64, "the server's peak memory grew by {grew} MiB for 300 MiB of output");
 }
 
 #[tokio::test]
@@ -529,20 +500,13 @@ async fn an_imported_pickle_is_never_loaded_and_the_node_is_rebuilt_from_its_spe
     // test sees the import defence alone.
     let s = server(60, &["--unsafe-abm"]);
     let _ = std::fs::remove_file(PICKLE_MARKER);
-    let (st, created) = s
-        .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 3}))
-        .await;
+    let (st, created) = s.post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 3})).await;
     assert_eq!(st, 200, "{created}");
     let t = created["id"].as_u64().unwrap();
     let (_, a) = advance(&s, t, 0, 6).await;
     let a = a["child"].as_u64().unwrap();
     let op = json!({"op": "abm_set_global", "name": "infectionRate", "value": 0.25});
-    let (st, b) = s
-        .post(
-            &format!("/devui/simtree/{t}/branch"),
-            &json!({"parent": a, "ops": [op]}),
-        )
-        .await;
+    let (st, b) = s.post(&format!("/devui/simtree/{t}/branch"), &json!({"parent": a, "ops": [op]})).await;
     assert_eq!(st, 200, "{b}");
     let b = b["child"].as_u64().unwrap();
     let (_, c) = advance(&s, t, b, 4).await;
@@ -560,20 +524,12 @@ async fn an_imported_pickle_is_never_loaded_and_the_node_is_rebuilt_from_its_spe
     let copy = imported["id"].as_u64().unwrap();
     let (st, cont) = advance(&s, copy, c, 5).await;
     assert_eq!((st, cont.get("error")), (200, None), "{cont}");
-    assert!(
-        !std::path::Path::new(PICKLE_MARKER).exists(),
-        "the imported pickle was loaded"
-    );
+    assert!(!std::path::Path::new(PICKLE_MARKER).exists(), "the imported pickle was loaded");
 
     // Rebuilt from the spec, seed and recorded history, it continues exactly like the original.
     let (_, orig) = advance(&s, t, c, 5).await;
     let series = |s: Value| -> Vec<Value> {
-        s.as_array()
-            .unwrap()
-            .iter()
-            .filter(|e| e["type"] == "abm_step")
-            .map(|e| e["data"].clone())
-            .collect()
+        s.as_array().unwrap().iter().filter(|e| e["type"] == "abm_step").map(|e| e["data"].clone()).collect()
     };
     let logs = |tree: u64, node: &Value| format!("/devui/simtree/{tree}/node/{}/logs", node["child"]);
     let rebuilt = series(s.get(&logs(copy, &cont)).await.1);
@@ -596,11 +552,7 @@ async fn deleting_nodes_whose_runs_are_in_flight_frees_the_workers() {
     for _ in 0..2 {
         let url = format!("{base}/devui/simtree/{t}/advance");
         runs.push(tokio::spawn(async move {
-            reqwest::Client::new()
-                .post(url)
-                .json(&json!({"parent": 0, "turns": 1}))
-                .send()
-                .await
+            reqwest::Client::new().post(url).json(&json!({"parent": 0, "turns": 1})).send().await
         }));
     }
     let mut running = Vec::new();
@@ -642,15 +594,9 @@ async fn cancel_stops_an_abm_run_keeps_its_node_and_frees_the_worker() {
     let node = s.first_running(t).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let asked = Instant::now();
-    let (st, r) = s
-        .post(&format!("/devui/simtree/{t}/node/{node}/cancel"), &json!({}))
-        .await;
+    let (st, r) = s.post(&format!("/devui/simtree/{t}/node/{node}/cancel"), &json!({})).await;
     assert_eq!(st, 200, "{r}");
-    assert!(
-        asked.elapsed() < Duration::from_secs(2),
-        "cancel took {:?}",
-        asked.elapsed()
-    );
+    assert!(asked.elapsed() < Duration::from_secs(2), "cancel took {:?}", asked.elapsed());
     let reply = run.await.unwrap();
     assert_eq!(reply["error"], "the run was cancelled", "{reply}");
     let (_, info) = s.get(&format!("/devui/simtree/{t}/node/{node}/info")).await;
@@ -671,11 +617,7 @@ fn the_cli_runs_models_sandboxed_and_with_unsafe_abm_when_asked() {
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{flags:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{flags:?}: {}", String::from_utf8_lossy(&out.stderr));
         assert_eq!(stdout.lines().count(), 4, "start, 2 steps, end: {stdout}");
     }
 }

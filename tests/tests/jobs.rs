@@ -96,19 +96,12 @@ fn a_claimer_that_stops_heartbeating_loses_its_job_and_cannot_complete_it() {
             3,
             Status::Done,
             None,
-            &[simtree::store::Write::Dataset {
-                name: "written-by-a-late-claimer".into(),
-                body: "x".into(),
-            }],
+            &[simtree::store::Write::Dataset { name: "written-by-a-late-claimer".into(), body: "x".into() }],
         )
         .unwrap_err();
     assert!(late.message().contains("no longer this process's claim"), "{late}");
     assert!(late.message().contains("claimed by"), "{late}");
-    assert_eq!(
-        pg.sql("SELECT COUNT(*) FROM datasets WHERE name = 'written-by-a-late-claimer'")
-            .trim(),
-        "0"
-    );
+    assert_eq!(pg.sql("SELECT COUNT(*) FROM datasets WHERE name = 'written-by-a-late-claimer'").trim(), "0");
     assert!(a.retry(7, 3, "boom").unwrap().is_none(), "nor can it put it back");
     b.finish(7, 3, Status::Done, None, &[]).unwrap();
     let row = b.row(7, 3).unwrap().unwrap();
@@ -137,12 +130,7 @@ fn a_job_that_keeps_losing_its_worker_is_dead_after_max_attempts_and_retries_sto
     assert_eq!(row.status, Status::Dead);
     let error = row.error.unwrap();
     assert!(error.contains("given up after 3 attempts"), "{error}");
-    assert!(
-        q.ended()
-            .unwrap()
-            .iter()
-            .any(|r| r.node == 1 && r.status == Status::Dead)
-    );
+    assert!(q.ended().unwrap().iter().any(|r| r.node == 1 && r.status == Status::Dead));
 
     // A job its worker puts back after failures: queued again, then dead at its last attempt.
     q.enqueue(2, 2, "run", "{}", 2).unwrap();
@@ -152,10 +140,7 @@ fn a_job_that_keeps_losing_its_worker_is_dead_after_max_attempts_and_retries_sto
     assert_eq!(q.claim(1).unwrap()[0].attempts, 2);
     assert_eq!(q.retry(2, 2, "the provider refused").unwrap(), Some(Status::Dead));
     let row = q.row(2, 2).unwrap().unwrap();
-    assert_eq!(
-        row.error.as_deref(),
-        Some("given up after 2 attempts: the provider refused")
-    );
+    assert_eq!(row.error.as_deref(), Some("given up after 2 attempts: the provider refused"));
 }
 
 #[test]
@@ -217,15 +202,9 @@ fn a_listener_is_woken_by_a_queued_job_and_by_an_ended_one() {
     assert!(start.elapsed() < Duration::from_secs(1));
     q.claim(1).unwrap();
     q.finish(5, 6, Status::Failed, Some("the run failed"), &[]).unwrap();
-    assert_eq!(
-        listener.wait(Duration::from_secs(5)),
-        vec!["done:5:6:failed".to_string()]
-    );
+    assert_eq!(listener.wait(Duration::from_secs(5)), vec!["done:5:6:failed".to_string()]);
     let row = q.row(5, 6).unwrap().unwrap();
-    assert_eq!(
-        (row.status, row.error.as_deref()),
-        (Status::Failed, Some("the run failed"))
-    );
+    assert_eq!((row.status, row.error.as_deref()), (Status::Failed, Some("the run failed")));
     // A restart cuts the listening connection: it comes back by itself.
     pg.restart();
     let start = Instant::now();
@@ -279,29 +258,14 @@ async fn completions(
 }
 
 async fn provider(delay: Duration, on_request: Arc<dyn Fn() + Send + Sync>) -> (String, Provider) {
-    let p = Provider {
-        seen: Arc::default(),
-        delay,
-        on_request,
-        billed: Arc::default(),
-        caller_gone: Arc::default(),
-    };
-    let app = axum::Router::new()
-        .route("/v1/chat/completions", axum::routing::post(completions))
-        .with_state(p.clone());
+    let p = Provider { seen: Arc::default(), delay, on_request, billed: Arc::default(), caller_gone: Arc::default() };
+    let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(completions)).with_state(p.clone());
     (simtree_e2e::serve_provider(app).await.0, p)
 }
 
 /// The flags of a server that queues its runs for workers (none of its own) and holds a 2 s lease.
 fn queueing(pg: &Postgres) -> [&str; 6] {
-    [
-        "--database-url",
-        pg.url.as_str(),
-        "--jobs",
-        "--no-worker",
-        "--lease-secs",
-        "2",
-    ]
+    ["--database-url", pg.url.as_str(), "--jobs", "--no-worker", "--lease-secs", "2"]
 }
 
 /// `env` as the harness takes it.
@@ -363,12 +327,7 @@ impl Worker {
                 }
             }
         });
-        Worker {
-            child,
-            done,
-            lost,
-            reclaimed,
-        }
+        Worker { child, done, lost, reclaimed }
     }
 
     fn done(&self) -> usize {
@@ -400,13 +359,7 @@ impl Drop for Worker {
 /// Waits until `n` processes take jobs (the `workers` table).
 fn wait_for_workers(pg: &Postgres, n: usize) {
     let start = Instant::now();
-    while pg
-        .sql("SELECT COUNT(*) FROM workers")
-        .trim()
-        .parse::<usize>()
-        .unwrap_or(0)
-        < n
-    {
+    while pg.sql("SELECT COUNT(*) FROM workers").trim().parse::<usize>().unwrap_or(0) < n {
         assert!(start.elapsed() < Duration::from_secs(20), "the workers did not start");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -426,12 +379,7 @@ async fn statuses(s: &simtree_e2e::Server, tree: u64) -> BTreeMap<u64, String> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|n| {
-            (
-                n["id"].as_u64().unwrap(),
-                n["status"].as_str().unwrap_or("").to_string(),
-            )
-        })
+        .map(|n| (n["id"].as_u64().unwrap(), n["status"].as_str().unwrap_or("").to_string()))
         .collect()
 }
 
@@ -441,10 +389,8 @@ async fn a_fan_out_spreads_over_two_workers_and_looks_as_an_in_process_one() {
     let (url, _) = provider(Duration::from_millis(40), Arc::new(|| {})).await;
     let env = llm_env(&url);
     let s = jobs_server(&pg, &env, &["--no-worker"]);
-    let workers = [
-        Worker::start(&pg, &env, &["--concurrency", "2"]),
-        Worker::start(&pg, &env, &["--concurrency", "2"]),
-    ];
+    let workers =
+        [Worker::start(&pg, &env, &["--concurrency", "2"]), Worker::start(&pg, &env, &["--concurrency", "2"])];
     wait_for_workers(&pg, 2);
     let tree = s.create("simple_chat").await;
     let mut watcher = s.watch(&format!("/devui/simtree/{tree}/events")).await;
@@ -517,26 +463,17 @@ async fn killing_a_worker_mid_fan_out_loses_no_child() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     doomed.kill9();
-    let reply = tokio::time::timeout(Duration::from_secs(30), fan)
-        .await
-        .expect("every child ended within 30 s")
-        .unwrap();
-    let children: Vec<u64> = reply["children"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{reply}"))
-        .iter()
-        .map(|c| c.as_u64().unwrap())
-        .collect();
+    let reply =
+        tokio::time::timeout(Duration::from_secs(30), fan).await.expect("every child ended within 30 s").unwrap();
+    let children: Vec<u64> =
+        reply["children"].as_array().unwrap_or_else(|| panic!("{reply}")).iter().map(|c| c.as_u64().unwrap()).collect();
     assert_eq!(children.len(), 16, "{reply}");
     let statuses = statuses(&s, tree).await;
     for c in &children {
         assert_eq!(statuses[c], "done", "child {c}");
         let entries = simtree_e2e::own_entries(&s, tree, *c).await;
         let first = simtree_e2e::own_entries(&s, tree, children[0]).await;
-        assert_eq!(
-            entries, first,
-            "child {c}: a re-run child logs as the others (the mock is deterministic)"
-        );
+        assert_eq!(entries, first, "child {c}: a re-run child logs as the others (the mock is deterministic)");
     }
     eprintln!("16 children with a worker killed in {:?}", started.elapsed());
 }
@@ -578,14 +515,9 @@ async fn a_run_that_kills_its_worker_every_time_ends_failed_after_its_attempts()
     let started = Instant::now();
     let mut workers = Vec::new();
     while !run.is_finished() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the poisoned run never ended"
-        );
+        assert!(started.elapsed() < Duration::from_secs(30), "the poisoned run never ended");
         // Keep one worker alive: a new one whenever the last was killed.
-        let alive = workers
-            .last_mut()
-            .is_some_and(|w: &mut Worker| w.child.try_wait().ok().flatten().is_none());
+        let alive = workers.last_mut().is_some_and(|w: &mut Worker| w.child.try_wait().ok().flatten().is_none());
         if !alive {
             let w = Worker::start(&pg, &env, &["--concurrency", "1", "--job-lapse-secs", "1"]);
             pids.lock().unwrap().push(w.child.id());
@@ -647,17 +579,11 @@ async fn a_re_run_job_replays_what_its_killed_worker_recorded_and_pays_only_the_
     };
     let start = Instant::now();
     while first.child.try_wait().unwrap().is_none() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "the first worker was never killed"
-        );
+        assert!(start.elapsed() < Duration::from_secs(20), "the first worker was never killed");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let _second = Worker::start(&pg, &env, &["--concurrency", "1", "--job-lapse-secs", "1"]);
-    let reply = tokio::time::timeout(Duration::from_secs(30), run)
-        .await
-        .expect("the run ended")
-        .unwrap();
+    let reply = tokio::time::timeout(Duration::from_secs(30), run).await.expect("the run ended").unwrap();
     assert!(reply["error"].is_null(), "{reply}");
     let child = reply["child"].as_u64().unwrap();
     assert_eq!(statuses(&s, tree).await[&child], "done");
@@ -669,18 +595,11 @@ async fn a_re_run_job_replays_what_its_killed_worker_recorded_and_pays_only_the_
     let other = alone.create("simple_chat").await;
     let theirs = simtree_e2e::advance(&alone, other, 0, 3).await;
     let calls = alone_seen.seen.lock().unwrap().len();
-    assert!(
-        calls > KILL_AT,
-        "the run makes more calls than the kill comes after ({calls})"
-    );
+    assert!(calls > KILL_AT, "the run makes more calls than the kill comes after ({calls})");
     let paid = seen.seen.lock().unwrap().clone();
     // The two calls recorded before the kill were replayed; only the one in flight was sent again.
     assert_eq!(paid.len(), calls + 1, "each recorded call was paid once");
-    assert_eq!(
-        paid[KILL_AT - 1],
-        paid[KILL_AT],
-        "the call in flight at the kill was sent again"
-    );
+    assert_eq!(paid[KILL_AT - 1], paid[KILL_AT], "the call in flight at the kill was sent again");
     let distinct: BTreeSet<String> = paid.iter().map(|m| m.to_string()).collect();
     assert_eq!(distinct.len(), calls, "no other request was repeated");
     assert_eq!(
@@ -689,18 +608,12 @@ async fn a_re_run_job_replays_what_its_killed_worker_recorded_and_pays_only_the_
         "the resumed run logs as an uninterrupted one"
     );
     // Its stored log is the run's, once: the rows the killed attempt left were replaced.
-    let stored = pg.sql(&format!(
-        "SELECT entries FROM logs WHERE tree = {tree} AND node = {child} ORDER BY idx"
-    ));
+    let stored = pg.sql(&format!("SELECT entries FROM logs WHERE tree = {tree} AND node = {child} ORDER BY idx"));
     let stored = stored.lines().filter(|l| !l.trim().is_empty()).count();
     assert_eq!(stored, simtree_e2e::own_entries(&s, tree, child).await.len());
     // Its node's records hold every call, replayed ones included.
     let (_, calls_view) = s.get(&format!("/devui/simtree/{tree}/node/{child}/calls")).await;
-    assert_eq!(
-        calls_view["calls"].as_array().map_or(0, Vec::len),
-        calls,
-        "{calls_view}"
-    );
+    assert_eq!(calls_view["calls"].as_array().map_or(0, Vec::len), calls, "{calls_view}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -719,20 +632,11 @@ async fn a_server_with_jobs_runs_them_itself_and_a_cancel_reaches_the_job() {
     let long = s.advance_in_background(tree, child, 200);
     let running = s.first_running(tree).await;
     let start = Instant::now();
-    while pg
-        .sql(&format!("SELECT status FROM jobs WHERE node = {running}"))
-        .trim()
-        != "claimed"
-    {
+    while pg.sql(&format!("SELECT status FROM jobs WHERE node = {running}")).trim() != "claimed" {
         assert!(start.elapsed() < Duration::from_secs(10), "never claimed");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let (status, body) = s
-        .post(
-            &format!("/devui/simtree/{tree}/node/{running}/cancel"),
-            &serde_json::json!({}),
-        )
-        .await;
+    let (status, body) = s.post(&format!("/devui/simtree/{tree}/node/{running}/cancel"), &serde_json::json!({})).await;
     assert_eq!(status, 200, "{body}");
     let reply = long.await.unwrap();
     assert_eq!(reply["error"], "the run was cancelled", "{reply}");
@@ -761,11 +665,7 @@ async fn a_job_run_by_the_servers_own_worker_is_handed_over_in_memory_as_it_was_
     let one = simtree_e2e::advance(&s, tree, 0, 1).await;
     let three = simtree_e2e::advance(&s, tree, one, 3).await;
     let said = s.output();
-    assert_eq!(
-        said.matches("job's end handed over in memory").count(),
-        2,
-        "each job's end is handed over:\n{said}"
-    );
+    assert_eq!(said.matches("job's end handed over in memory").count(), 2, "each job's end is handed over:\n{said}");
     let before = shown(&s, tree, &[one, three]).await;
     assert!(before.iter().all(|(_, log)| log.len() > 1), "{before:?}");
     queue_empties(&pg, Duration::from_secs(10)).await;
@@ -813,10 +713,8 @@ async fn a_worker_stopped_with_sigterm_hands_its_run_back_and_another_finishes_i
     assert_eq!(pg.sql("SELECT COUNT(*) FROM workers").trim(), "0", "it left the list");
     // Handed back at once (its 30 s lapse does not apply): the next worker takes it now.
     let second = Worker::start(&pg, &env, &["--concurrency", "1"]);
-    let reply = tokio::time::timeout(Duration::from_secs(20), run)
-        .await
-        .expect("finished by the second worker")
-        .unwrap();
+    let reply =
+        tokio::time::timeout(Duration::from_secs(20), run).await.expect("finished by the second worker").unwrap();
     assert!(reply["error"].is_null(), "{reply}");
     assert_eq!(second.done_at_least(1), 1);
     assert_eq!(first.done(), 0);
@@ -881,18 +779,14 @@ async fn snapshot(w: &mut simtree_e2e::Watcher) -> BTreeMap<u64, String> {
 async fn until_finished(w: &mut simtree_e2e::Watcher, nodes: &[u64], within: Duration) -> BTreeMap<u64, Vec<String>> {
     let mut seen: BTreeMap<u64, Vec<String>> = BTreeMap::new();
     let finished = |seen: &BTreeMap<u64, Vec<String>>| {
-        nodes
-            .iter()
-            .all(|n| seen.get(n).is_some_and(|k| k.iter().any(|k| k == "run_finish")))
+        nodes.iter().all(|n| seen.get(n).is_some_and(|k| k.iter().any(|k| k == "run_finish")))
     };
     // (One deadline for all: the server's pings would restart a per-message timeout.)
     let read = tokio::time::timeout(within, async {
         while !finished(&seen) {
             let m = w.next(within).await.expect("the socket stayed open");
             if let Some(node) = m["data"]["node"].as_u64() {
-                seen.entry(node)
-                    .or_default()
-                    .push(m["type"].as_str().unwrap().to_string());
+                seen.entry(node).or_default().push(m["type"].as_str().unwrap().to_string());
             }
         }
     })
@@ -909,16 +803,8 @@ async fn a_server_killed_mid_fan_out_is_followed_by_one_that_adopts_its_jobs_and
     let env = llm_env(&url);
     let (own_url, _) = provider(Duration::from_millis(250), Arc::new(|| {})).await;
     let own_env = llm_env(&own_url);
-    let flags = [
-        "--database-url",
-        pg.url.as_str(),
-        "--jobs",
-        "--job-lapse-secs",
-        "2",
-        "--no-worker",
-        "--lease-secs",
-        "2",
-    ];
+    let flags =
+        ["--database-url", pg.url.as_str(), "--jobs", "--job-lapse-secs", "2", "--no-worker", "--lease-secs", "2"];
     let own_pairs: Vec<(&str, &str)> = own_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut first = simtree_e2e::Server::start_env(&flags, &own_pairs);
     let worker = Worker::start(&pg, &env, &["--concurrency", "8", "--job-lapse-secs", "2"]);
@@ -956,15 +842,9 @@ async fn a_server_killed_mid_fan_out_is_followed_by_one_that_adopts_its_jobs_and
     let mut watcher = second.watch(&format!("/devui/simtree/{tree}/events")).await;
     let at_join = snapshot(&mut watcher).await;
     let running: Vec<u64> = children.iter().copied().filter(|c| at_join[c] == "running").collect();
-    assert!(
-        running.len() >= 6,
-        "the adopted children are running, not interrupted: {at_join:?}"
-    );
+    assert!(running.len() >= 6, "the adopted children are running, not interrupted: {at_join:?}");
     for c in &children {
-        assert!(
-            matches!(at_join[c].as_str(), "running" | "done"),
-            "child {c}: {at_join:?}"
-        );
+        assert!(matches!(at_join[c].as_str(), "running" | "done"), "child {c}: {at_join:?}");
     }
     let seen = until_finished(&mut watcher, &running, Duration::from_secs(40)).await;
     assert!(
@@ -975,19 +855,11 @@ async fn a_server_killed_mid_fan_out_is_followed_by_one_that_adopts_its_jobs_and
     for c in &children {
         assert_eq!(ended[c], "done", "child {c}");
     }
-    assert_eq!(
-        worker.done_at_least(8),
-        8,
-        "each child ran once, on the worker that had it"
-    );
+    assert_eq!(worker.done_at_least(8), 8, "each child ran once, on the worker that had it");
     // Nothing was cancelled or taken over. (A heartbeat that ran just after a job's end was
     // committed found the claim gone and stopped the task before it said "job done": on a busy
     // machine, one child in a few runs.)
-    assert_eq!(
-        worker.lost.load(std::sync::atomic::Ordering::SeqCst),
-        0,
-        "no claim was lost"
-    );
+    assert_eq!(worker.lost.load(std::sync::atomic::Ordering::SeqCst), 0, "no claim was lost");
     // The ended jobs are forgotten once their nodes show them.
     queue_empties(&pg, Duration::from_secs(5)).await;
     // The same fan-out in one process logs the same entries and makes as many calls: none of
@@ -1003,10 +875,7 @@ async fn a_server_killed_mid_fan_out_is_followed_by_one_that_adopts_its_jobs_and
         let a = simtree_e2e::own_entries(&second, tree, *mine).await;
         let b = simtree_e2e::own_entries(&alone, other, *theirs).await;
         assert!(!a.is_empty());
-        assert_eq!(
-            a, b,
-            "child {mine}: the adopted run's log differs from an in-process run's"
-        );
+        assert_eq!(a, b, "child {mine}: the adopted run's log differs from an in-process run's");
     }
     let fan_calls = alone_seen.seen.lock().unwrap().len();
     assert!(fan_calls >= 8 * 6, "{fan_calls} calls");
@@ -1033,28 +902,18 @@ async fn a_run_whose_worker_and_server_both_died_is_re_claimed_replayed_and_adop
     }
     doomed.kill9();
     first.stop();
-    let node: u64 = pg
-        .sql(&format!("SELECT node FROM jobs WHERE tree = {tree}"))
-        .trim()
-        .parse()
-        .unwrap();
+    let node: u64 = pg.sql(&format!("SELECT node FROM jobs WHERE tree = {tree}")).trim().parse().unwrap();
     let recorded = count(&pg, "SELECT COUNT(*) FROM job_calls");
     let sent = provided.seen.lock().unwrap().len();
     assert!(
-        count(
-            &pg,
-            &format!("SELECT COUNT(*) FROM nodes WHERE tree = {tree} AND id = {node} AND status = 'running'")
-        ) == 1,
+        count(&pg, &format!("SELECT COUNT(*) FROM nodes WHERE tree = {tree} AND id = {node} AND status = 'running'"))
+            == 1,
         "the node was left running"
     );
 
     let second = next_server(&flags, &env);
     let mut watcher = second.watch(&format!("/devui/simtree/{tree}/events")).await;
-    assert_eq!(
-        snapshot(&mut watcher).await[&node],
-        "running",
-        "adopted, not interrupted"
-    );
+    assert_eq!(snapshot(&mut watcher).await[&node], "running", "adopted, not interrupted");
     // A new worker re-claims the job once the dead one's claim lapses, and finishes it.
     let rescuer = Worker::start(&pg, &env, &["--concurrency", "1", "--job-lapse-secs", "2"]);
     let seen = until_finished(&mut watcher, &[node], Duration::from_secs(40)).await;
@@ -1077,15 +936,8 @@ async fn a_run_whose_worker_and_server_both_died_is_re_claimed_replayed_and_adop
     let calls = alone_seen.seen.lock().unwrap().len();
     let total = provided.seen.lock().unwrap().len();
     let in_flight = sent - recorded as usize;
-    assert!(
-        recorded >= 3 && calls > recorded as usize,
-        "{recorded} recorded of {calls}"
-    );
-    assert_eq!(
-        total,
-        calls + in_flight,
-        "sent {sent}, recorded {recorded}, in all {total}"
-    );
+    assert!(recorded >= 3 && calls > recorded as usize, "{recorded} recorded of {calls}");
+    assert_eq!(total, calls + in_flight, "sent {sent}, recorded {recorded}, in all {total}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1093,16 +945,8 @@ async fn an_adopted_run_can_be_cancelled_and_one_whose_job_dies_fails_with_the_r
     let pg = Postgres::start();
     let (url, _) = provider(Duration::from_millis(100), Arc::new(|| {})).await;
     let env = llm_env(&url);
-    let flags = [
-        "--database-url",
-        pg.url.as_str(),
-        "--jobs",
-        "--no-worker",
-        "--job-attempts",
-        "1",
-        "--lease-secs",
-        "2",
-    ];
+    let flags =
+        ["--database-url", pg.url.as_str(), "--jobs", "--no-worker", "--job-attempts", "1", "--lease-secs", "2"];
     let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut first = simtree_e2e::Server::start_env(&flags, &pairs);
     let mut doomed = Worker::start(&pg, &env, &["--concurrency", "1", "--job-lapse-secs", "1"]);
@@ -1130,24 +974,16 @@ async fn an_adopted_run_can_be_cancelled_and_one_whose_job_dies_fails_with_the_r
     let (claimed, queued) = (snapshot(&mut claimed_w).await, snapshot(&mut queued_w).await);
     assert_eq!((claimed[&1].as_str(), queued[&1].as_str()), ("running", "running"));
     // A cancel reaches the adopted queued run: nobody will ever run it.
-    let (status, body) = second
-        .post(
-            &format!("/devui/simtree/{queued_tree}/node/1/cancel"),
-            &serde_json::json!({}),
-        )
-        .await;
+    let (status, body) =
+        second.post(&format!("/devui/simtree/{queued_tree}/node/1/cancel"), &serde_json::json!({})).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(statuses(&second, queued_tree).await[&1], "cancelled");
-    let (msgs, ok) = queued_w
-        .until(Duration::from_secs(5), |m| m["type"] == "run_finish")
-        .await;
+    let (msgs, ok) = queued_w.until(Duration::from_secs(5), |m| m["type"] == "run_finish").await;
     assert!(ok, "{msgs:?}");
     // The claimed one lost its worker on its only attempt: the next claimer gives it up, and
     // the adopted node fails with the reason instead of running forever.
     let _next = Worker::start(&pg, &env, &["--concurrency", "1", "--job-lapse-secs", "1"]);
-    let (msgs, ok) = claimed_w
-        .until(Duration::from_secs(20), |m| m["type"] == "run_finish")
-        .await;
+    let (msgs, ok) = claimed_w.until(Duration::from_secs(20), |m| m["type"] == "run_finish").await;
     assert!(ok, "{msgs:?}");
     let finish = msgs.last().unwrap();
     assert_eq!(finish["data"]["status"], "failed", "{finish}");
@@ -1189,16 +1025,9 @@ async fn a_sweep_whose_leader_is_killed_is_finished_by_the_next_server_adopting_
     first.stop();
     let second = next_server(&flags, &env);
     let table = sweep_finished(&second, tree, sweep).await;
-    assert_eq!(
-        (table["done"].as_u64(), table["failed"].as_u64()),
-        (Some(2), Some(0)),
-        "{table}"
-    );
+    assert_eq!((table["done"].as_u64(), table["failed"].as_u64()), (Some(2), Some(0)), "{table}");
     let ended = statuses(&second, tree).await;
-    assert!(
-        ended.values().all(|s| s == "done"),
-        "every node is done (none interrupted and run again): {ended:?}"
-    );
+    assert!(ended.values().all(|s| s == "done"), "every node is done (none interrupted and run again): {ended:?}");
     assert_eq!(ended.len(), 1 + 1 + 2, "root, cell, two replicates: {ended:?}");
     assert_eq!(worker.done_at_least(2), 2, "each replicate ran once");
     queue_empties(&pg, Duration::from_secs(10)).await;
@@ -1224,12 +1053,7 @@ async fn an_abm_sweep_on_workers_whose_leader_is_killed_is_finished_by_the_follo
 /// A tree of the SIR epidemic with seed `seed` on `s`, and sweep `spec` started from its root:
 /// `(tree, sweep)`.
 async fn sir_sweep(s: &simtree_e2e::Server, seed: u64, spec: &serde_json::Value) -> (u64, u64) {
-    let (st, created) = s
-        .post(
-            "/devui/simtree",
-            &serde_json::json!({"scenario": "sir_network", "seed": seed}),
-        )
-        .await;
+    let (st, created) = s.post("/devui/simtree", &serde_json::json!({"scenario": "sir_network", "seed": seed})).await;
     assert_eq!(st, 200, "{created}");
     let tree = created["id"].as_u64().unwrap();
     let (st, body) = s.post(&format!("/devui/simtree/{tree}/sweep"), spec).await;
@@ -1242,15 +1066,7 @@ async fn sir_sweep(s: &simtree_e2e::Server, seed: u64, spec: &serde_json::Value)
 /// interrupted replicates (run again) rather than adopted ones.
 async fn abm_sweep_under_a_killed_leader(extra: &[&str], cut: bool) {
     let pg = Postgres::start();
-    let mut flags = vec![
-        "--database-url",
-        pg.url.as_str(),
-        "--jobs",
-        "--lease-secs",
-        "2",
-        "--job-lapse-secs",
-        "2",
-    ];
+    let mut flags = vec!["--database-url", pg.url.as_str(), "--jobs", "--lease-secs", "2", "--job-lapse-secs", "2"];
     flags.extend_from_slice(extra);
     let mut leader = simtree_e2e::Server::start_with(&flags);
     let follower = simtree_e2e::Server::start_with(&flags);
@@ -1290,11 +1106,7 @@ async fn abm_sweep_under_a_killed_leader(extra: &[&str], cut: bool) {
     let table = sweep_finished(&follower, tree, sweep).await;
     let reference = sweep_finished(&alone, started[1].0, started[1].1).await;
     assert_eq!(
-        (
-            table["total"].as_u64(),
-            table["done"].as_u64(),
-            table["failed"].as_u64()
-        ),
+        (table["total"].as_u64(), table["done"].as_u64(), table["failed"].as_u64()),
         (Some(12), Some(12), Some(0)),
         "every replicate measured: {table}"
     );
@@ -1305,29 +1117,16 @@ async fn abm_sweep_under_a_killed_leader(extra: &[&str], cut: bool) {
         .flat_map(|c| c["children"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()))
         .collect();
     let distinct: std::collections::BTreeSet<u64> = children.iter().copied().collect();
-    assert_eq!(
-        (children.len(), distinct.len()),
-        (12, 12),
-        "a replicate listed twice: {table}"
-    );
+    assert_eq!((children.len(), distinct.len()), (12, 12), "a replicate listed twice: {table}");
     let ended = statuses(&follower, tree).await;
     for c in &children {
         assert_eq!(ended[c], "done", "replicate {c}: {ended:?}");
     }
     let interrupted = ended.values().filter(|s| *s == "interrupted").count();
     assert_eq!(interrupted >= 1, cut, "replicates cut short: {ended:?}");
-    assert_eq!(
-        ended.len(),
-        1 + 3 + 12 + interrupted,
-        "one run again per cut replicate: {ended:?}"
-    );
+    assert_eq!(ended.len(), 1 + 3 + 12 + interrupted, "one run again per cut replicate: {ended:?}");
     // Same seeds, same numbers: each cell's metrics and effects as in one process.
-    for (i, (a, b)) in table["cells"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .zip(reference["cells"].as_array().unwrap())
-        .enumerate()
+    for (i, (a, b)) in table["cells"].as_array().unwrap().iter().zip(reference["cells"].as_array().unwrap()).enumerate()
     {
         assert_eq!(a["cell"], b["cell"]);
         assert_eq!(a["metrics"], b["metrics"], "cell {i}'s metrics differ from one process");
@@ -1365,10 +1164,7 @@ async fn a_sweeps_replicates_run_as_jobs_with_their_own_seeds_as_in_one_process(
     let mut replicates = Vec::new();
     for server in [&s, &alone] {
         let (st, created) = server
-            .post(
-                "/devui/simtree",
-                &serde_json::json!({"scenario": "landlord", "seed": 5, "llm": "scripted"}),
-            )
+            .post("/devui/simtree", &serde_json::json!({"scenario": "landlord", "seed": 5, "llm": "scripted"}))
             .await;
         assert_eq!(st, 200, "{created}");
         let tree = created["id"].as_u64().unwrap();
@@ -1376,12 +1172,8 @@ async fn a_sweeps_replicates_run_as_jobs_with_their_own_seeds_as_in_one_process(
         assert_eq!(st, 200, "{started}");
         let table = sweep_finished(server, tree, started["sweep"].as_u64().unwrap()).await;
         assert_eq!(table["failed"], 0, "{table}");
-        let children: Vec<u64> = table["cells"][0]["children"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c.as_u64().unwrap())
-            .collect();
+        let children: Vec<u64> =
+            table["cells"][0]["children"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).collect();
         let mut logs = Vec::new();
         for c in children {
             logs.push(simtree_e2e::own_entries(server, tree, c).await);
@@ -1445,11 +1237,7 @@ async fn an_exploration_whose_leader_is_killed_mid_round_finishes_under_the_foll
     let children: Vec<u64> = table.candidates.iter().flat_map(|c| c.children.clone()).collect();
     let distinct: std::collections::BTreeSet<u64> = children.iter().copied().collect();
     assert_eq!(distinct.len(), children.len(), "a replicate listed twice: {table:?}");
-    assert_eq!(
-        children.len() as u64,
-        table.runs_used,
-        "every run counted once: {table:?}"
-    );
+    assert_eq!(children.len() as u64, table.runs_used, "every run counted once: {table:?}");
     for c in &table.candidates {
         assert_eq!((c.pending, c.failed), (0, 0), "every replicate has its value: {c:?}");
         assert_eq!(c.n, c.children.len(), "{c:?}");
@@ -1457,20 +1245,14 @@ async fn an_exploration_whose_leader_is_killed_mid_round_finishes_under_the_foll
     // The replicates the dead leader had queued were adopted, not run again: none of the
     // tree's nodes is interrupted, and each listed replicate ran once on the worker.
     let ended = statuses(&follower, tree).await;
-    assert!(
-        ended.values().all(|s| s == "done"),
-        "every node is done (none interrupted and run again): {ended:?}"
-    );
+    assert!(ended.values().all(|s| s == "done"), "every node is done (none interrupted and run again): {ended:?}");
     assert_eq!(worker.done_at_least(children.len()), children.len());
     assert_eq!(worker.lost.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
 
 /// The log levels that make a server say what runs in its own process ("run started") and what
 /// its own worker claims ("job claimed").
-const RUNS_LOGGED: (&str, &str) = (
-    "RUST_LOG",
-    "warn,simtree::workbench::run=info,simtree::workbench::jobs=info",
-);
+const RUNS_LOGGED: (&str, &str) = ("RUST_LOG", "warn,simtree::workbench::run=info,simtree::workbench::jobs=info");
 
 /// Asserts that server `s`, started with [`RUNS_LOGGED`], ran no run: none in its process and
 /// none on its own worker (`name` says which server in the message).
@@ -1518,20 +1300,11 @@ async fn abm_runs_go_to_the_workers_and_a_killed_workers_run_is_re_claimed_with_
     a.kill9();
     let table = sweep_finished(&leader, started[0].0, started[0].1).await;
     let reference = sweep_finished(&alone, started[1].0, started[1].1).await;
-    assert_eq!(
-        (table["done"].as_u64(), table["failed"].as_u64()),
-        (Some(6), Some(0)),
-        "{table}"
-    );
+    assert_eq!((table["done"].as_u64(), table["failed"].as_u64()), (Some(6), Some(0)), "{table}");
     let ended = statuses(&leader, started[0].0).await;
     assert!(ended.values().all(|s| s == "done"), "nothing lost: {ended:?}");
     assert_eq!(ended.len(), 1 + 2 + 6, "no run was made twice: {ended:?}");
-    for (i, (x, y)) in table["cells"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .zip(reference["cells"].as_array().unwrap())
-        .enumerate()
+    for (i, (x, y)) in table["cells"].as_array().unwrap().iter().zip(reference["cells"].as_array().unwrap()).enumerate()
     {
         assert_eq!(x["metrics"], y["metrics"], "cell {i} differs from one process");
     }
@@ -1539,10 +1312,7 @@ async fn abm_runs_go_to_the_workers_and_a_killed_workers_run_is_re_claimed_with_
     // b re-claimed what a was running.
     ran_no_run(&leader, "the leader");
     assert!(leader.output().contains("run queued as a job"));
-    assert!(
-        b.reclaimed.load(std::sync::atomic::Ordering::SeqCst) >= 1,
-        "b took a's run over"
-    );
+    assert!(b.reclaimed.load(std::sync::atomic::Ordering::SeqCst) >= 1, "b took a's run over");
     assert!(b.done_at_least(1) >= 1);
 }
 
@@ -1557,15 +1327,7 @@ async fn abm_runs_go_to_the_workers_and_a_killed_workers_run_is_re_claimed_with_
 #[tokio::test(flavor = "multi_thread")]
 async fn a_team_finishes_an_abm_sweep_and_an_exploration_through_a_killed_leader_and_a_killed_worker() {
     let pg = Postgres::start();
-    let flags = [
-        "--database-url",
-        pg.url.as_str(),
-        "--jobs",
-        "--lease-secs",
-        "2",
-        "--job-lapse-secs",
-        "2",
-    ];
+    let flags = ["--database-url", pg.url.as_str(), "--jobs", "--lease-secs", "2", "--job-lapse-secs", "2"];
     let mut leader = simtree_e2e::Server::start_env(&flags, &[RUNS_LOGGED]);
     leader.wait_leading(Duration::from_secs(10));
     let followers = [
@@ -1573,11 +1335,7 @@ async fn a_team_finishes_an_abm_sweep_and_an_exploration_through_a_killed_leader
         simtree_e2e::Server::start_env(&flags, &[RUNS_LOGGED]),
     ];
     let one = ["--abm-workers", "1", "--concurrency", "1", "--job-lapse-secs", "2"];
-    let mut workers = [
-        Worker::start(&pg, &[], &one),
-        Worker::start(&pg, &[], &one),
-        Worker::start(&pg, &[], &one),
-    ];
+    let mut workers = [Worker::start(&pg, &[], &one), Worker::start(&pg, &[], &one), Worker::start(&pg, &[], &one)];
     // Three servers' own workers and the three workers.
     wait_for_workers(&pg, 6);
     abm_slots_offered(&pg, 3, 1).await;
@@ -1593,12 +1351,7 @@ async fn a_team_finishes_an_abm_sweep_and_an_exploration_through_a_killed_leader
     // The exploration first (its first round's jobs are the oldest), then the sweep, on one tree.
     let mut started = Vec::new();
     for s in [&leader, &alone] {
-        let (st, created) = s
-            .post(
-                "/devui/simtree",
-                &serde_json::json!({"scenario": "sir_network", "seed": 5}),
-            )
-            .await;
+        let (st, created) = s.post("/devui/simtree", &serde_json::json!({"scenario": "sir_network", "seed": 5})).await;
         assert_eq!(st, 200, "{created}");
         let tree = created["id"].as_u64().unwrap();
         let (st, e) = s.post(&format!("/devui/simtree/{tree}/explore"), &explore).await;
@@ -1616,15 +1369,11 @@ async fn a_team_finishes_an_abm_sweep_and_an_exploration_through_a_killed_leader
     loop {
         let (_, swept) = leader.get(&sweep_path).await;
         let (_, explored) = leader.get(&explore_path).await;
-        let exploring: u64 = explored["candidates"]
-            .as_array()
-            .map_or(0, |c| c.iter().map(|c| c["pending"].as_u64().unwrap_or(0)).sum());
+        let exploring: u64 =
+            explored["candidates"].as_array().map_or(0, |c| c.iter().map(|c| c["pending"].as_u64().unwrap_or(0)).sum());
         if swept["done"].as_u64() >= Some(1) {
             assert!(swept["pending"].as_u64() >= Some(10), "killed too late: {swept}");
-            assert!(
-                explored["status"] == "running" && exploring > 0,
-                "the exploration is not mid-round: {explored}"
-            );
+            assert!(explored["status"] == "running" && exploring > 0, "the exploration is not mid-round: {explored}");
             break;
         }
         assert!(Instant::now() < until, "the sweep did not start: {swept}");
@@ -1648,9 +1397,8 @@ async fn a_team_finishes_an_abm_sweep_and_an_exploration_through_a_killed_leader
                AND updated >= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT - 100 LIMIT 1",
         );
         let holder = holder.trim();
-        if let Some(k) = workers
-            .iter()
-            .position(|w| !holder.is_empty() && holder.contains(&format!("/{}/", w.child.id())))
+        if let Some(k) =
+            workers.iter().position(|w| !holder.is_empty() && holder.contains(&format!("/{}/", w.child.id())))
         {
             break k;
         }
@@ -1659,26 +1407,14 @@ async fn a_team_finishes_an_abm_sweep_and_an_exploration_through_a_killed_leader
     };
     workers[doomed].kill9();
     let (_, swept) = next.get(&sweep_path).await;
-    assert!(
-        swept["pending"].as_u64() >= Some(1),
-        "the worker died after the sweep: {swept}"
-    );
+    assert!(swept["pending"].as_u64() >= Some(1), "the worker died after the sweep: {swept}");
     // Both finish without a person, each as in one process.
     let table = sweep_finished(next, tree, sweep_id).await;
     let reference = sweep_finished(&alone, started[1].0, started[1].2).await;
     let explored = explore_finished(next, tree, explore_id).await;
     let explored_alone = explore_finished(&alone, started[1].0, started[1].1).await;
-    assert_eq!(
-        (table["done"].as_u64(), table["failed"].as_u64()),
-        (Some(40), Some(0)),
-        "{table}"
-    );
-    for (i, (a, b)) in table["cells"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .zip(reference["cells"].as_array().unwrap())
-        .enumerate()
+    assert_eq!((table["done"].as_u64(), table["failed"].as_u64()), (Some(40), Some(0)), "{table}");
+    for (i, (a, b)) in table["cells"].as_array().unwrap().iter().zip(reference["cells"].as_array().unwrap()).enumerate()
     {
         assert_eq!(a["metrics"], b["metrics"], "cell {i}'s metrics differ from one process");
         assert_eq!(a["effects"], b["effects"], "cell {i}'s effects differ from one process");
@@ -1689,28 +1425,11 @@ async fn a_team_finishes_an_abm_sweep_and_an_exploration_through_a_killed_leader
     let summary = |t: &simtree_shared::ExploreTable| {
         t.candidates
             .iter()
-            .map(|c| {
-                (
-                    c.point.clone(),
-                    c.n,
-                    c.mean,
-                    c.alive,
-                    c.dropped_after,
-                    c.pending,
-                    c.failed,
-                )
-            })
+            .map(|c| (c.point.clone(), c.n, c.mean, c.alive, c.dropped_after, c.pending, c.failed))
             .collect::<Vec<_>>()
     };
-    assert_eq!(
-        summary(&explored),
-        summary(&explored_alone),
-        "the exploration differs from one process"
-    );
-    assert_eq!(
-        explored.best.as_ref().map(|b| &b.point),
-        explored_alone.best.as_ref().map(|b| &b.point)
-    );
+    assert_eq!(summary(&explored), summary(&explored_alone), "the exploration differs from one process");
+    assert_eq!(explored.best.as_ref().map(|b| &b.point), explored_alone.best.as_ref().map(|b| &b.point));
     // Every replicate counted once: listed once, no node made twice, none interrupted.
     let swept: Vec<u64> = table["cells"]
         .as_array()
@@ -1724,15 +1443,8 @@ async fn a_team_finishes_an_abm_sweep_and_an_exploration_through_a_killed_leader
     let runs = swept.len() + explored_runs.len();
     assert_eq!(replicates.len(), runs, "a replicate listed twice");
     let ended = statuses(next, tree).await;
-    assert!(
-        ended.values().all(|s| s == "done"),
-        "every node is done (none interrupted and run again): {ended:?}"
-    );
-    assert_eq!(
-        ended.len(),
-        1 + 4 + 4 + runs,
-        "root, four cells, four candidates and each replicate once: {ended:?}"
-    );
+    assert!(ended.values().all(|s| s == "done"), "every node is done (none interrupted and run again): {ended:?}");
+    assert_eq!(ended.len(), 1 + 4 + 4 + runs, "root, four cells, four candidates and each replicate once: {ended:?}");
     // Per process: each replicate ran to its end once, on a worker; no server ran a model.
     let until = Instant::now() + Duration::from_secs(10);
     while workers.iter().map(Worker::done).sum::<usize>() < runs && Instant::now() < until {
@@ -1741,9 +1453,7 @@ async fn a_team_finishes_an_abm_sweep_and_an_exploration_through_a_killed_leader
     let per_worker: Vec<usize> = workers.iter().map(Worker::done).collect();
     assert_eq!(per_worker.iter().sum::<usize>(), runs, "{per_worker:?}");
     assert!(
-        workers
-            .iter()
-            .any(|w| w.reclaimed.load(std::sync::atomic::Ordering::SeqCst) >= 1),
+        workers.iter().any(|w| w.reclaimed.load(std::sync::atomic::Ordering::SeqCst) >= 1),
         "the killed worker's model was claimed again"
     );
     ran_no_run(&leader, "the killed leader");
@@ -1826,10 +1536,7 @@ async fn sigterm_with_a_queue_of_fifty_runs_hands_them_all_to_the_follower() {
         assert!(Instant::now() < deadline, "the runs did not finish: {ended:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert!(
-        ended.values().all(|s| s == "done"),
-        "every run finished, none cancelled or interrupted: {ended:?}"
-    );
+    assert!(ended.values().all(|s| s == "done"), "every run finished, none cancelled or interrupted: {ended:?}");
     let until = Instant::now() + Duration::from_secs(10);
     while worker.done() + helper.done() < RUNS as usize && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -1854,18 +1561,10 @@ async fn a_replay_is_a_job_that_makes_no_provider_call() {
     let calls = provider.seen.lock().unwrap().len();
     assert!(calls > 0, "the original run called the provider");
     assert_eq!(worker.done_at_least(1), 1);
-    let (status, replayed) = s
-        .post(
-            &format!("/devui/simtree/{tree}/replay"),
-            &serde_json::json!({"node": original}),
-        )
-        .await;
+    let (status, replayed) =
+        s.post(&format!("/devui/simtree/{tree}/replay"), &serde_json::json!({"node": original})).await;
     assert_eq!(status, 200, "{replayed}");
-    assert_eq!(
-        provider.seen.lock().unwrap().len(),
-        calls,
-        "the replay made a provider call"
-    );
+    assert_eq!(provider.seen.lock().unwrap().len(), calls, "the replay made a provider call");
     assert_eq!(worker.done_at_least(2), 2, "the replay ran on the worker");
     let copy = replayed["child"].as_u64().unwrap();
     assert_eq!(
@@ -1947,10 +1646,7 @@ async fn race_for_a_budget(flags: &[&str], budget: serde_json::Value) -> Race {
     let tree = created["id"].as_u64().unwrap();
     let children = simtree_e2e::fan_out(&s, tree, 0, 24, 12).await;
     let ended = statuses(&s, tree).await;
-    assert!(
-        children.iter().all(|c| ended[c] == "done" || ended[c] == "failed"),
-        "every child ended: {ended:?}"
-    );
+    assert!(children.iter().all(|c| ended[c] == "done" || ended[c] == "failed"), "every child ended: {ended:?}");
     let mut refused = Vec::new();
     for c in children.iter().filter(|c| ended[*c] == "failed") {
         let info = s.get(&format!("/devui/simtree/{tree}/node/{c}/info")).await.1;
@@ -1962,15 +1658,8 @@ async fn race_for_a_budget(flags: &[&str], budget: serde_json::Value) -> Race {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let per_worker: Vec<usize> = workers.iter().map(Worker::done).collect();
-    assert_eq!(
-        per_worker.iter().sum::<usize>(),
-        24,
-        "each child ran once, on a worker: {per_worker:?}"
-    );
-    assert!(
-        per_worker.iter().all(|&n| n > 0),
-        "all three workers raced: {per_worker:?}"
-    );
+    assert_eq!(per_worker.iter().sum::<usize>(), 24, "each child ran once, on a worker: {per_worker:?}");
+    assert!(per_worker.iter().all(|&n| n > 0), "all three workers raced: {per_worker:?}");
     Race {
         calls: provider.billed(),
         refused,
@@ -1994,50 +1683,22 @@ async fn a_budgeted_trees_money_cap_holds_across_three_workers_racing_for_it() {
     let per_call = (100.0 * 30.0 + 10.0 * 60.0) / 1e6;
     let cap = 0.75;
     // 24 × 12 calls would cost $1.04; each holds about $0.05 (its prompt at a token a byte).
-    let race = race_for_a_budget(
-        &["--prices", prices.to_str().unwrap()],
-        serde_json::json!({"money_budget": cap}),
-    )
-    .await;
+    let race =
+        race_for_a_budget(&["--prices", prices.to_str().unwrap()], serde_json::json!({"money_budget": cap})).await;
     let _ = std::fs::remove_file(prices);
     let billed = race.calls as f64 * per_call;
-    assert!(
-        billed <= cap + 1e-12,
-        "the provider billed ${billed} of a ${cap} cap ({} calls)",
-        race.calls
-    );
-    assert!(
-        billed > cap / 2.0,
-        "the budget was used, not refused at once: ${billed}"
-    );
+    assert!(billed <= cap + 1e-12, "the provider billed ${billed} of a ${cap} cap ({} calls)", race.calls);
+    assert!(billed > cap / 2.0, "the budget was used, not refused at once: ${billed}");
     assert!(!race.refused.is_empty(), "the cap stopped some children");
-    assert!(
-        race.refused.iter().all(|e| e.contains("money budget")),
-        "{:?}",
-        race.refused
-    );
+    assert!(race.refused.iter().all(|e| e.contains("money budget")), "{:?}", race.refused);
     eprintln!("{}", race.refused[0]);
     // The book says what the provider billed, on the leader's route and in the database.
-    let spent = race.usage["money_budget"]["spent"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{}", race.usage));
-    assert!(
-        (spent - billed).abs() < 1e-9,
-        "booked ${spent}, billed ${billed}: {}",
-        race.usage
-    );
-    assert!(
-        (race.booked.money - billed).abs() < 1e-9,
-        "the database booked {:?}",
-        race.booked
-    );
+    let spent = race.usage["money_budget"]["spent"].as_f64().unwrap_or_else(|| panic!("{}", race.usage));
+    assert!((spent - billed).abs() < 1e-9, "booked ${spent}, billed ${billed}: {}", race.usage);
+    assert!((race.booked.money - billed).abs() < 1e-9, "the database booked {:?}", race.booked);
     // (Dollars are floating-point numbers in the book: what is held comes back to 0 within a
     // rounding error.)
-    assert!(
-        race.booked.held.abs() < 1e-9 && race.holds == 0,
-        "a hold is left: {:?}",
-        race.booked
-    );
+    assert!(race.booked.held.abs() < 1e-9 && race.holds == 0, "a hold is left: {:?}", race.booked);
     eprintln!(
         "runs per worker {:?}; {} calls billed ${billed:.4} of ${cap}; {} children stopped by the cap",
         race.per_worker,
@@ -2065,11 +1726,7 @@ async fn a_budgeted_trees_token_cap_holds_across_three_workers_racing_for_it() {
     assert_eq!(race.booked.calls, race.calls as u64, "{:?}", race.booked);
     assert_eq!(race.usage["budget"]["spent"], billed, "{}", race.usage);
     assert!(!race.refused.is_empty(), "the cap stopped some children");
-    assert!(
-        race.refused.iter().all(|e| e.contains("token budget spent")),
-        "{:?}",
-        race.refused
-    );
+    assert!(race.refused.iter().all(|e| e.contains("token budget spent")), "{:?}", race.refused);
     assert_eq!(race.holds, 0, "no hold is left");
     eprintln!(
         "runs per worker {:?}; {billed} tokens billed of {cap}; {} children stopped by the cap",
@@ -2086,20 +1743,12 @@ async fn a_budgeted_trees_call_cap_holds_across_three_workers_racing_for_it() {
     let cap = 60;
     // 24 × 12 calls wanted.
     let race = race_for_a_budget(&["--call-budget", "60"], serde_json::json!({})).await;
-    assert_eq!(
-        race.calls, cap,
-        "the provider billed {} calls of a cap of {cap}",
-        race.calls
-    );
+    assert_eq!(race.calls, cap, "the provider billed {} calls of a cap of {cap}", race.calls);
     assert_eq!(race.booked.calls, cap as u64, "the database booked {:?}", race.booked);
     assert_eq!(race.booked.tokens, cap as u64 * 110, "{:?}", race.booked);
     assert_eq!(race.usage["call_budget"]["spent"], cap, "{}", race.usage);
     assert!(!race.refused.is_empty(), "the cap stopped some children");
-    assert!(
-        race.refused.iter().all(|e| e.contains("call budget spent: 60 of 60")),
-        "{:?}",
-        race.refused
-    );
+    assert!(race.refused.iter().all(|e| e.contains("call budget spent: 60 of 60")), "{:?}", race.refused);
     assert_eq!(race.holds, 0, "no hold is left");
 }
 
@@ -2147,23 +1796,15 @@ async fn a_worker_killed_mid_call_gives_its_budget_hold_back_and_the_book_equals
     let prices = std::env::temp_dir().join(format!("simtree-kill-prices-{}.json", std::process::id()));
     std::fs::write(&prices, r#"{"fake-model": {"prompt": 30, "completion": 60}}"#).unwrap();
     let per_call = (100.0 * 30.0 + 10.0 * 60.0) / 1e6;
-    let s = jobs_server(
-        &pg,
-        &env(&url_b),
-        &["--no-worker", "--prices", prices.to_str().unwrap()],
-    );
+    let s = jobs_server(&pg, &env(&url_b), &["--no-worker", "--prices", prices.to_str().unwrap()]);
     let mut a = Worker::start(&pg, &env(&url_a), &["--concurrency", "1", "--job-lapse-secs", "2"]);
     *doomed.lock().unwrap() = Some(a.child.id());
     let b = Worker::start(&pg, &env(&url_b), &["--concurrency", "2", "--job-lapse-secs", "2"]);
     wait_for_workers(&pg, 2);
     // Three calls at once hold about $0.35.
     let cap = 0.5;
-    let (st, created) = s
-        .post(
-            "/devui/simtree",
-            &serde_json::json!({"scenario": "simple_chat", "money_budget": cap}),
-        )
-        .await;
+    let (st, created) =
+        s.post("/devui/simtree", &serde_json::json!({"scenario": "simple_chat", "money_budget": cap})).await;
     assert_eq!(st, 200, "{created}");
     let tree = created["id"].as_u64().unwrap();
     // 8 × 12 calls would cost $0.35; each holds about $0.05 while it runs.
@@ -2175,33 +1816,18 @@ async fn a_worker_killed_mid_call_gives_its_budget_hold_back_and_the_book_equals
     }
     // The dead worker's call holds its most possible cost until its job is claimed again.
     let pid = a.child.id();
-    let dead_holds = count(
-        &pg,
-        &format!("SELECT COUNT(*) FROM budget_holds WHERE holder LIKE '%/{pid}/%'"),
-    );
+    let dead_holds = count(&pg, &format!("SELECT COUNT(*) FROM budget_holds WHERE holder LIKE '%/{pid}/%'"));
     assert_eq!(dead_holds, 1, "the killed worker's call holds money");
     assert!(book_of(&pg, tree).held > 0.0);
     a.kill9();
-    let reply = tokio::time::timeout(Duration::from_secs(60), fan)
-        .await
-        .expect("every child ended within 60 s")
-        .unwrap();
-    let children: Vec<u64> = reply["children"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{reply}"))
-        .iter()
-        .map(|c| c.as_u64().unwrap())
-        .collect();
+    let reply =
+        tokio::time::timeout(Duration::from_secs(60), fan).await.expect("every child ended within 60 s").unwrap();
+    let children: Vec<u64> =
+        reply["children"].as_array().unwrap_or_else(|| panic!("{reply}")).iter().map(|c| c.as_u64().unwrap()).collect();
     assert_eq!(children.len(), 8, "{reply}");
     let ended = statuses(&s, tree).await;
-    assert!(
-        children.iter().all(|c| ended[c] == "done" || ended[c] == "failed"),
-        "every child ended: {ended:?}"
-    );
-    assert!(
-        b.reclaimed.load(std::sync::atomic::Ordering::SeqCst) >= 1,
-        "the dead worker's job was claimed again"
-    );
+    assert!(children.iter().all(|c| ended[c] == "done" || ended[c] == "failed"), "every child ended: {ended:?}");
+    assert!(b.reclaimed.load(std::sync::atomic::Ordering::SeqCst) >= 1, "the dead worker's job was claimed again");
     let _ = std::fs::remove_file(prices);
     let calls = provider_a.billed() + provider_b.billed();
     let billed = calls as f64 * per_call;
@@ -2210,10 +1836,7 @@ async fn a_worker_killed_mid_call_gives_its_budget_hold_back_and_the_book_equals
         book.held.abs() < 1e-9 && count(&pg, "SELECT COUNT(*) FROM budget_holds") == 0,
         "the dead hold came back: {book:?}"
     );
-    assert!(
-        (book.money - billed).abs() < 1e-9,
-        "booked {book:?}, billed ${billed} ({calls} calls)"
-    );
+    assert!((book.money - billed).abs() < 1e-9, "booked {book:?}, billed ${billed} ({calls} calls)");
     assert!(billed <= cap + 1e-12, "the provider billed ${billed} of a ${cap} cap");
     let refused = children.iter().filter(|c| ended[*c] == "failed").count();
     assert!(refused > 0, "the cap stopped some children: {ended:?}");
@@ -2236,10 +1859,8 @@ async fn an_explorations_own_money_cap_is_booked_in_the_database_and_its_replica
     env.push(("LLM_MAX_TOKENS", "64".into()));
     let (prices, per_call) = prices_file("explore");
     let s = jobs_server(&pg, &env, &["--no-worker", "--prices", prices.to_str().unwrap()]);
-    let workers = [
-        Worker::start(&pg, &env, &["--concurrency", "2"]),
-        Worker::start(&pg, &env, &["--concurrency", "2"]),
-    ];
+    let workers =
+        [Worker::start(&pg, &env, &["--concurrency", "2"]), Worker::start(&pg, &env, &["--concurrency", "2"])];
     wait_for_workers(&pg, 2);
     // Its whole schedule (16 runs of 6 calls) would cost $0.35; it may spend $0.60, and each
     // call holds up to $0.11 while it runs (so four at once hold $0.45).
@@ -2261,20 +1882,11 @@ async fn an_explorations_own_money_cap_is_booked_in_the_database_and_its_replica
     );
     let calls = provider.billed();
     let billed = calls as f64 * per_call;
-    assert!(
-        billed <= cap + 1e-12,
-        "the provider billed ${billed} of the exploration's ${cap}"
-    );
+    assert!(billed <= cap + 1e-12, "the provider billed ${billed} of the exploration's ${cap}");
     let own = book_of_part(&pg, tree, id + 1).money;
-    assert!(
-        (own - billed).abs() < 1e-9,
-        "its book says ${own}, the provider billed ${billed}"
-    );
+    assert!((own - billed).abs() < 1e-9, "its book says ${own}, the provider billed ${billed}");
     let whole = book_of(&pg, tree);
-    assert!(
-        (whole.money - billed).abs() < 1e-9,
-        "the tree's book is charged too: {whole:?}, billed ${billed}"
-    );
+    assert!((whole.money - billed).abs() < 1e-9, "the tree's book is charged too: {whole:?}, billed ${billed}");
     assert_eq!(count(&pg, "SELECT COUNT(*) FROM budget_holds"), 0, "no hold is left");
     let refused: usize = table.candidates.iter().map(|c| c.failed).sum();
     assert!(refused > 0, "the cap stopped some replicates: {table:?}");
@@ -2322,10 +1934,7 @@ async fn an_explorations_money_cap_holds_across_a_killed_leader_and_its_book_is_
     let until = Instant::now() + Duration::from_secs(30);
     while count(
         &pg,
-        &format!(
-            "SELECT COUNT(*) FROM budget_spent WHERE tree = {tree} AND part = {} AND money >= 0.05",
-            id + 1
-        ),
+        &format!("SELECT COUNT(*) FROM budget_spent WHERE tree = {tree} AND part = {} AND money >= 0.05", id + 1),
     ) == 0
         || count(&pg, "SELECT COUNT(DISTINCT node) FROM job_calls") < 2
     {
@@ -2333,11 +1942,7 @@ async fn an_explorations_money_cap_holds_across_a_killed_leader_and_its_book_is_
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let (_, before) = leader.get(&format!("/devui/simtree/{tree}/explore/{id}")).await;
-    assert_eq!(
-        (before["status"].as_str(), before["round"].as_u64()),
-        (Some("running"), Some(1)),
-        "{before}"
-    );
+    assert_eq!((before["status"].as_str(), before["round"].as_u64()), (Some("running"), Some(1)), "{before}");
     leader.stop(); // SIGKILL
     let booked_before = book_of_part(&pg, tree, id + 1);
     assert!(booked_before.money > 0.0, "{booked_before:?}");
@@ -2351,47 +1956,26 @@ async fn an_explorations_money_cap_holds_across_a_killed_leader_and_its_book_is_
             errors.push(format!("{c}: {e}"));
         }
     }
-    assert!(
-        table.round >= 2,
-        "a round after the kill was run: {table:?}; {errors:#?}"
-    );
+    assert!(table.round >= 2, "a round after the kill was run: {table:?}; {errors:#?}");
     assert!(table.runs_used <= 16, "{table:?}");
     let children: Vec<u64> = table.candidates.iter().flat_map(|c| c.children.clone()).collect();
     let distinct: BTreeSet<u64> = children.iter().copied().collect();
     assert_eq!(distinct.len(), children.len(), "a replicate listed twice: {table:?}");
-    assert_eq!(
-        children.len() as u64,
-        table.runs_used,
-        "every run counted once: {table:?}"
-    );
+    assert_eq!(children.len() as u64, table.runs_used, "every run counted once: {table:?}");
     let ended = statuses(&follower, tree).await;
     assert!(
         children.iter().all(|c| ended[c] == "done" || ended[c] == "failed"),
         "every replicate ended, none interrupted and run again: {ended:?}"
     );
     assert_eq!(ended.len(), 1 + 4 + children.len(), "no run made twice: {ended:?}");
-    assert_eq!(
-        worker.done_at_least(children.len()),
-        children.len(),
-        "each ran once, on the worker"
-    );
+    assert_eq!(worker.done_at_least(children.len()), children.len(), "each ran once, on the worker");
     // The book: kept across the kill, equal to the bill, within the cap.
     let calls = provider.billed();
     let billed = calls as f64 * per_call;
     let own = book_of_part(&pg, tree, id + 1);
-    assert!(
-        own.money >= booked_before.money,
-        "the book lost spending: {booked_before:?} then {own:?}"
-    );
-    assert!(
-        (own.money - billed).abs() < 1e-9,
-        "its book says ${}, the provider billed ${billed}",
-        own.money
-    );
-    assert!(
-        billed <= cap + 1e-12,
-        "the provider billed ${billed} of the exploration's ${cap}"
-    );
+    assert!(own.money >= booked_before.money, "the book lost spending: {booked_before:?} then {own:?}");
+    assert!((own.money - billed).abs() < 1e-9, "its book says ${}, the provider billed ${billed}", own.money);
+    assert!(billed <= cap + 1e-12, "the provider billed ${billed} of the exploration's ${cap}");
     assert!(
         (book_of(&pg, tree).money - billed).abs() < 1e-9,
         "the tree's book is charged too: {:?}, billed ${billed}",
@@ -2400,10 +1984,7 @@ async fn an_explorations_money_cap_holds_across_a_killed_leader_and_its_book_is_
     assert!(own.held.abs() < 1e-9, "{own:?}");
     assert_eq!(count(&pg, "SELECT COUNT(*) FROM budget_holds"), 0, "no hold is left");
     let shown = table.money_used.unwrap_or(0.0);
-    assert!(
-        (shown - billed).abs() < 1e-9,
-        "the table shows ${shown}, billed ${billed}"
-    );
+    assert!((shown - billed).abs() < 1e-9, "the table shows ${shown}, billed ${billed}");
     eprintln!(
         "{} replicates; {calls} calls billed ${billed:.4} of ${cap} (${:.4} before the kill)",
         children.len(),
@@ -2420,27 +2001,15 @@ async fn an_explorations_money_cap_holds_across_a_killed_leader_and_its_book_is_
 async fn a_leader_without_python_makes_model_trees_whose_runs_go_to_the_workers() {
     let pg = Postgres::start();
     let flags = ["--database-url", pg.url.as_str(), "--jobs", "--job-lapse-secs", "2"];
-    let no_python = [
-        RUNS_LOGGED,
-        ("SIMTREE_BWRAP", "/nonexistent/bwrap"),
-        ("SIMTREE_BOOTSTRAP_PYTHON", "/nonexistent/python3"),
-    ];
+    let no_python =
+        [RUNS_LOGGED, ("SIMTREE_BWRAP", "/nonexistent/bwrap"), ("SIMTREE_BOOTSTRAP_PYTHON", "/nonexistent/python3")];
     let leader = simtree_e2e::Server::start_env(&flags, &no_python);
     wait_for_workers(&pg, 1);
-    assert_eq!(
-        count(&pg, "SELECT abm FROM workers"),
-        0,
-        "the leader's own worker offers no models without Python"
-    );
+    assert_eq!(count(&pg, "SELECT abm FROM workers"), 0, "the leader's own worker offers no models without Python");
     let sir = serde_json::json!({"scenario": "sir_network", "seed": 3});
     let (st, refused) = leader.post("/devui/simtree", &sir).await;
     assert_eq!(st, 503, "{refused}");
-    assert!(
-        refused["detail"]
-            .as_str()
-            .is_some_and(|d| d.contains("/nonexistent/bwrap")),
-        "{refused}"
-    );
+    assert!(refused["detail"].as_str().is_some_and(|d| d.contains("/nonexistent/bwrap")), "{refused}");
     let one = ["--abm-workers", "1", "--concurrency", "1", "--job-lapse-secs", "2"];
     let workers = [Worker::start(&pg, &[], &one), Worker::start(&pg, &[], &one)];
     abm_slots_offered(&pg, 2, 1).await;
@@ -2458,11 +2027,7 @@ async fn a_leader_without_python_makes_model_trees_whose_runs_go_to_the_workers(
         .await;
     assert_eq!(st, 200, "{body}");
     let table = sweep_finished(&leader, tree, body["sweep"].as_u64().unwrap()).await;
-    assert_eq!(
-        (table["done"].as_u64(), table["failed"].as_u64()),
-        (Some(4), Some(0)),
-        "{table}"
-    );
+    assert_eq!((table["done"].as_u64(), table["failed"].as_u64()), (Some(4), Some(0)), "{table}");
     let until = Instant::now() + Duration::from_secs(10);
     while workers.iter().map(Worker::done).sum::<usize>() < 4 && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -2478,12 +2043,8 @@ async fn a_leader_without_python_makes_model_trees_whose_runs_go_to_the_workers(
 /// news items, `turns` turns a replicate, two replicates, at most 16 runs and `cap` dollars of its
 /// own: the tree's and the exploration's ids.
 async fn capped_exploration(s: &simtree_e2e::Server, turns: u64, cap: f64) -> (u64, u64) {
-    let (st, created) = s
-        .post(
-            "/devui/simtree",
-            &serde_json::json!({"scenario": "simple_chat", "money_budget": 5.0}),
-        )
-        .await;
+    let (st, created) =
+        s.post("/devui/simtree", &serde_json::json!({"scenario": "simple_chat", "money_budget": 5.0})).await;
     assert_eq!(st, 200, "{created}");
     let tree = created["id"].as_u64().unwrap();
     let (status, started) = s

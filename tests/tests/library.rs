@@ -47,9 +47,7 @@ async fn put(s: &Server, path: &str, body: &Value) -> (u16, Value) {
 }
 
 async fn save(s: &Server, name: &str, document: Value) -> Value {
-    let (st, r) = s
-        .post("/api/scenarios", &json!({"name": name, "document": document}))
-        .await;
+    let (st, r) = s.post("/api/scenarios", &json!({"name": name, "document": document})).await;
     assert_eq!(st, 201, "{r}");
     r
 }
@@ -58,12 +56,7 @@ async fn save(s: &Server, name: &str, document: Value) -> Value {
 async fn saved(s: &Server) -> Vec<Value> {
     let (st, list) = s.get("/api/scenarios").await;
     assert_eq!(st, 200);
-    list.as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["origin"] == "saved")
-        .cloned()
-        .collect()
+    list.as_array().unwrap().iter().filter(|e| e["origin"] == "saved").cloned().collect()
 }
 
 async fn tree_from(s: &Server, scenario: &str) -> u64 {
@@ -80,28 +73,13 @@ async fn saved_scenarios_are_listed_read_versioned_and_deleted_and_shipped_ones_
     assert!(saved(&s).await.is_empty());
 
     // Create: version 1, listed after the shipped ones and marked.
-    assert_eq!(
-        save(&s, "our-chat", chat("Ours")).await,
-        json!({"id": "our-chat", "version": 1})
-    );
+    assert_eq!(save(&s, "our-chat", chat("Ours")).await, json!({"id": "our-chat", "version": 1}));
     let list = s.get("/api/scenarios").await.1;
     assert_eq!(list.as_array().unwrap().len(), shipped + 1);
     let entry = &list[shipped];
     assert_eq!(
-        (
-            &entry["id"],
-            &entry["origin"],
-            &entry["version"],
-            &entry["kind"],
-            &entry["title"]
-        ),
-        (
-            &json!("our-chat"),
-            &json!("saved"),
-            &json!(1),
-            &json!("social"),
-            &json!("Ours")
-        )
+        (&entry["id"], &entry["origin"], &entry["version"], &entry["kind"], &entry["title"]),
+        (&json!("our-chat"), &json!("saved"), &json!(1), &json!("social"), &json!("Ours"))
     );
     assert_eq!(list[0]["origin"], "shipped", "shipped ones are marked too");
     assert!(list[0].get("version").is_none(), "{}", list[0]);
@@ -116,11 +94,7 @@ async fn saved_scenarios_are_listed_read_versioned_and_deleted_and_shipped_ones_
     assert_eq!(got["document"], chat("Ours"));
     let shipped_doc = s.get("/api/scenarios/council").await.1;
     assert_eq!(
-        (
-            &shipped_doc["origin"],
-            &shipped_doc["version"],
-            &shipped_doc["versions"]
-        ),
+        (&shipped_doc["origin"], &shipped_doc["version"], &shipped_doc["versions"]),
         (&json!("shipped"), &json!(1), &json!([1]))
     );
     assert_eq!(shipped_doc["kind"], "social");
@@ -137,15 +111,8 @@ async fn saved_scenarios_are_listed_read_versioned_and_deleted_and_shipped_ones_
     let latest = s.get("/api/scenarios/our-chat").await.1;
     assert_eq!(latest["document"]["title"], "Ours, again");
     assert_eq!((&latest["version"], &latest["versions"]), (&json!(2), &json!([1, 2])));
-    assert_eq!(
-        s.get("/api/scenarios/our-chat@1").await.1["document"],
-        chat("Ours"),
-        "id@N reads too"
-    );
-    assert_eq!(
-        s.get("/api/scenarios/our-chat?version=1").await.1["document"],
-        chat("Ours")
-    );
+    assert_eq!(s.get("/api/scenarios/our-chat@1").await.1["document"], chat("Ours"), "id@N reads too");
+    assert_eq!(s.get("/api/scenarios/our-chat?version=1").await.1["document"], chat("Ours"));
     assert_eq!(s.get("/api/scenarios/our-chat?version=3").await.0, 404);
     assert_eq!(saved(&s).await[1]["version"], 2);
 
@@ -154,19 +121,12 @@ async fn saved_scenarios_are_listed_read_versioned_and_deleted_and_shipped_ones_
     assert_eq!(st, 409, "{r}");
     assert!(r["detail"].as_str().unwrap().contains("read-only"), "{r}");
     assert_eq!(s.delete("/api/scenarios/council").await.0, 409);
-    let (st, r) = s
-        .post("/api/scenarios", &json!({"name": "council", "document": chat("x")}))
-        .await;
+    let (st, r) = s.post("/api/scenarios", &json!({"name": "council", "document": chat("x")})).await;
     assert_eq!(st, 409, "{r}");
     // A second create under a saved name is a conflict too (PUT adds versions).
-    let (st, r) = s
-        .post("/api/scenarios", &json!({"name": "our-chat", "document": chat("x")}))
-        .await;
+    let (st, r) = s.post("/api/scenarios", &json!({"name": "our-chat", "document": chat("x")})).await;
     assert_eq!(st, 409, "{r}");
-    assert!(
-        r["detail"].as_str().unwrap().contains("PUT /api/scenarios/our-chat"),
-        "{r}"
-    );
+    assert!(r["detail"].as_str().unwrap().contains("PUT /api/scenarios/our-chat"), "{r}");
 
     // Hostile names, bad and oversized documents: a clear 4xx, nothing kept.
     let before = s.get("/api/scenarios").await.1;
@@ -181,9 +141,7 @@ async fn saved_scenarios_are_listed_read_versioned_and_deleted_and_shipped_ones_
         ("mine@2", "letters, digits"),
         ("", "letters, digits"),
     ] {
-        let (st, r) = s
-            .post("/api/scenarios", &json!({"name": name, "document": chat("x")}))
-            .await;
+        let (st, r) = s.post("/api/scenarios", &json!({"name": name, "document": chat("x")})).await;
         assert_eq!(st, 422, "{name:?}: {r}");
         assert!(r["detail"].as_str().unwrap().contains(says), "{name:?}: {r}");
     }
@@ -191,17 +149,12 @@ async fn saved_scenarios_are_listed_read_versioned_and_deleted_and_shipped_ones_
     bad["agents"][1]["action_space"] = json!(["fly"]);
     let (st, r) = s.post("/api/scenarios", &json!({"name": "bad", "document": bad})).await;
     assert_eq!(st, 422, "{r}");
-    assert!(
-        r["detail"].as_str().unwrap().contains("agents[1].action_space[0]"),
-        "{r}"
-    );
+    assert!(r["detail"].as_str().unwrap().contains("agents[1].action_space[0]"), "{r}");
     let (st, r) = put(&s, "/api/scenarios/our-chat", &json!({"document": bad})).await;
     assert_eq!(st, 422, "{r}");
     let mut bh = asset("trading/buy_and_hold.json");
     bh["episode"]["tickers"] = json!(["AAPL", "NOPE"]);
-    let (st, r) = s
-        .post("/api/scenarios", &json!({"name": "bad-trade", "document": bh}))
-        .await;
+    let (st, r) = s.post("/api/scenarios", &json!({"name": "bad-trade", "document": bh})).await;
     assert_eq!(st, 422, "{r}");
     assert!(r["detail"].as_str().unwrap().contains("NOPE"), "{r}");
     // Past the size limit of an inline document (the 2 MiB request body).
@@ -211,12 +164,7 @@ async fn saved_scenarios_are_listed_read_versioned_and_deleted_and_shipped_ones_
     assert_eq!(st, 413, "{r}");
     let (st, _) = put(&s, "/api/scenarios/our-chat", &json!({"document": big})).await;
     assert_eq!(st, 413);
-    let (st, r) = s
-        .post(
-            "/api/scenarios",
-            &json!({"name": "x", "document": chat("x"), "extra": 1}),
-        )
-        .await;
+    let (st, r) = s.post("/api/scenarios", &json!({"name": "x", "document": chat("x"), "extra": 1})).await;
     assert_eq!(st, 422, "{r}");
     assert_eq!(s.get("/api/scenarios").await.1, before, "nothing was kept");
     assert_eq!(s.get("/api/scenarios/our-chat").await.1["version"], 2);
@@ -225,12 +173,7 @@ async fn saved_scenarios_are_listed_read_versioned_and_deleted_and_shipped_ones_
     assert_eq!(s.delete("/api/scenarios/council-copy").await, (204, Value::Null));
     assert_eq!(s.get("/api/scenarios/council-copy").await.0, 404);
     assert_eq!(s.delete("/api/scenarios/council-copy").await.0, 404);
-    assert_eq!(
-        put(&s, "/api/scenarios/nothing", &json!({"document": chat("x")}))
-            .await
-            .0,
-        404
-    );
+    assert_eq!(put(&s, "/api/scenarios/nothing", &json!({"document": chat("x")})).await.0, 404);
     // Saved again under the same name, its versions go on: no id@version names two documents.
     assert_eq!(save(&s, "council-copy", chat("Again")).await["version"], 2);
     assert_eq!(s.get("/api/scenarios/council-copy?version=1").await.0, 404);
@@ -259,20 +202,12 @@ async fn trees_made_from_the_library_remember_their_version_across_kill_9_and_in
         let i = info(t).await;
         assert_eq!(i["scenario_version"], version, "{i}");
         assert_eq!(i["document"]["title"], title, "{i}");
-        assert_eq!(
-            (&i["scenario"], &i["name"], &i["kind"]),
-            (&json!("talk"), &json!("talk"), &json!("social"))
-        );
+        assert_eq!((&i["scenario"], &i["name"], &i["kind"]), (&json!("talk"), &json!("talk"), &json!("social")));
     }
     assert_eq!(info(w).await["scenario_version"], 1);
     assert_eq!(info(w).await["document"], model);
     // The tree's state is the document's: v2 runs like an inline tree of the same document.
-    let (st, r) = s
-        .post(
-            &format!("/devui/simtree/{new}/advance"),
-            &json!({"parent": 0, "turns": 1}),
-        )
-        .await;
+    let (st, r) = s.post(&format!("/devui/simtree/{new}/advance"), &json!({"parent": 0, "turns": 1})).await;
     assert_eq!((st, r.get("error")), (200, None), "{r}");
     // Unknown ids, versions and bad references are refused and create nothing.
     let count = s.get("/devui/simtree").await.1.as_array().unwrap().len();
@@ -307,35 +242,20 @@ async fn trees_made_from_the_library_remember_their_version_across_kill_9_and_in
     let mut s = Server::start_with(&dir.flags());
     assert_eq!(s.get("/api/scenarios").await.1, library, "the library is back");
     assert_eq!(s.get("/api/scenarios/talk").await.1, talk);
-    assert_eq!(
-        s.get("/api/scenarios/talk?version=1").await.1["document"],
-        chat("Talk v1")
-    );
+    assert_eq!(s.get("/api/scenarios/talk?version=1").await.1["document"], chat("Talk v1"));
     assert_eq!(s.get("/api/scenarios/wealth").await.1["version"], 2);
     assert_eq!(s.get("/api/scenarios/gone").await.0, 404, "the deletion is durable");
     for (t, want) in [t1, old, new, w, from_gone].into_iter().zip(&infos) {
         assert_eq!(&s.get(&format!("/devui/simtree/{t}")).await.1, want, "tree {t}");
     }
     // A tree made from a deleted scenario keeps its copy and still runs.
-    let (st, r) = s
-        .post(
-            &format!("/devui/simtree/{from_gone}/advance"),
-            &json!({"parent": 0, "turns": 1}),
-        )
-        .await;
+    let (st, r) = s.post(&format!("/devui/simtree/{from_gone}/advance"), &json!({"parent": 0, "turns": 1})).await;
     assert_eq!((st, r.get("error")), (200, None), "{r}");
-    assert_eq!(
-        save(&s, "gone", chat("Gone again")).await["version"],
-        2,
-        "versions go on"
-    );
+    assert_eq!(save(&s, "gone", chat("Gone again")).await["version"], 2, "versions go on");
 
     // The saved scenario and its version travel in exports and come back with imports.
     let export = s.get(&format!("/devui/simtree/{old}/export")).await.1;
-    assert_eq!(
-        (&export["scenario"], &export["scenario_version"]),
-        (&json!("talk"), &json!(1))
-    );
+    assert_eq!((&export["scenario"], &export["scenario_version"]), (&json!("talk"), &json!(1)));
     let (st, imported) = s.post("/devui/simtree/import", &export).await;
     assert_eq!(st, 200, "{imported}");
     let i = imported["id"].as_u64().unwrap();
@@ -380,9 +300,7 @@ async fn postgres_keeps_the_library_documents_datasets_and_origins_across_a_rest
     // Migration 6's tables: a tree of an inline document, and an uploaded dataset a trading
     // document trades on.
     let inline = chat("Inline");
-    let (st, r) = s
-        .post("/devui/simtree", &json!({"scenario": inline, "name": "inline"}))
-        .await;
+    let (st, r) = s.post("/devui/simtree", &json!({"scenario": inline, "name": "inline"})).await;
     assert_eq!(st, 200, "{r}");
     let from_inline = r["id"].as_u64().unwrap();
     let r = s
@@ -413,29 +331,18 @@ async fn postgres_keeps_the_library_documents_datasets_and_origins_across_a_rest
 
     let s = Server::start_when_free(&flags, std::time::Duration::from_secs(15));
     assert_eq!(s.get("/api/scenarios").await.1, library);
-    assert_eq!(
-        s.get("/api/scenarios/pg-talk?version=1").await.1["document"],
-        chat("PG v1")
-    );
+    assert_eq!(s.get("/api/scenarios/pg-talk?version=1").await.1["document"], chat("PG v1"));
     assert_eq!(s.get("/api/scenarios/pg-talk").await.1["document"], chat("PG v2"));
     assert_eq!(s.get("/api/datasets").await.1, datasets);
     assert_eq!(datasets[1]["name"], "pg-prices", "{datasets}");
     for (t, want) in [from_saved, from_inline, on_dataset].into_iter().zip(&infos) {
         assert_eq!(&s.get(&format!("/devui/simtree/{t}")).await.1, want, "tree {t}");
     }
-    assert_eq!(
-        (&infos[0]["scenario"], &infos[0]["scenario_version"]),
-        (&json!("pg-talk"), &json!(1))
-    );
+    assert_eq!((&infos[0]["scenario"], &infos[0]["scenario_version"]), (&json!("pg-talk"), &json!(1)));
     assert_eq!(infos[1]["document"], inline);
     assert_eq!(infos[2]["document"], trade);
     // The tree on the uploaded dataset still trades on it, and holds it in use.
-    let (st, r) = s
-        .post(
-            &format!("/devui/simtree/{on_dataset}/advance"),
-            &json!({"parent": 0, "turns": 2}),
-        )
-        .await;
+    let (st, r) = s.post(&format!("/devui/simtree/{on_dataset}/advance"), &json!({"parent": 0, "turns": 2})).await;
     assert_eq!((st, r.get("error")), (200, None), "{r}");
     assert_eq!(s.delete("/api/datasets/pg-prices").await.0, 409);
     assert_eq!(s.delete("/api/scenarios/pg-talk").await.0, 204);

@@ -35,12 +35,7 @@ async fn search(s: &Server, tree: Option<u64>, q: &str, extra: &str) -> (u16, Va
 }
 
 fn nodes_of(reply: &Value) -> Vec<u64> {
-    reply["hits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["node"].as_u64().unwrap())
-        .collect()
+    reply["hits"].as_array().unwrap().iter().map(|h| h["node"].as_u64().unwrap()).collect()
 }
 
 /// Annotations and the description as every route shows them.
@@ -81,20 +76,14 @@ async fn annotations_are_checked_shown_everywhere_and_survive_kill_9() {
     assert_eq!(info["id"], a);
     // A second patch changes what it names and keeps the rest.
     let (_, info) = annotate(&s, tree, a, json!({"starred": false, "tags": []})).await;
-    assert_eq!(
-        info["annotation"],
-        json!({"title": "The turn", "note": "why:\n\tAnn spoke first"})
-    );
+    assert_eq!(info["annotation"], json!({"title": "The turn", "note": "why:\n\tAnn spoke first"}));
     annotate(&s, tree, b, json!({"title": "after"})).await;
     let (_, sums) = s.get(&format!("/devui/simtree/{tree}/summaries")).await;
     let sum_a = sums.as_array().unwrap().iter().find(|x| x["id"] == a).unwrap();
     assert_eq!(sum_a["annotation"]["title"], "The turn");
     assert!(sums[0].get("annotation").is_none(), "unannotated nodes gain no field");
     let (_, g) = s.get(&format!("/devui/simtree/{tree}/graph")).await;
-    assert_eq!(
-        g["marks"],
-        json!([{"node": a, "title": "The turn", "noted": true}, {"node": b, "title": "after"}])
-    );
+    assert_eq!(g["marks"], json!([{"node": a, "title": "The turn", "noted": true}, {"node": b, "title": "after"}]));
     // The tree's description, with a rename in the same patch.
     let (status, t) = s
         .patch(
@@ -117,11 +106,7 @@ async fn annotations_are_checked_shown_everywhere_and_survive_kill_9() {
         (json!({}), 422, "nothing to change"),
         (json!({"title": long(201)}), 422, "at most 200 characters"),
         (json!({"note": long(10 * 1024 + 1)}), 422, "at most 10240 bytes"),
-        (
-            json!({"tags": (0..33).map(|i| i.to_string()).collect::<Vec<_>>()}),
-            422,
-            "at most 32 tags",
-        ),
+        (json!({"tags": (0..33).map(|i| i.to_string()).collect::<Vec<_>>()}), 422, "at most 32 tags"),
         (json!({"tags": [long(65)]}), 422, "1 to 64 characters"),
         (json!({"tags": [""]}), 422, "1 to 64 characters"),
         (json!({"title": "a\u{0}b"}), 422, "control characters (found U+0000)"),
@@ -154,12 +139,9 @@ async fn annotations_are_checked_shown_everywhere_and_survive_kill_9() {
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 413);
-    for body in [
-        json!({}),
-        json!({"description": long(10 * 1024 + 1)}),
-        json!({"description": "\u{8}"}),
-        json!({"name": ""}),
-    ] {
+    for body in
+        [json!({}), json!({"description": long(10 * 1024 + 1)}), json!({"description": "\u{8}"}), json!({"name": ""})]
+    {
         let (got, reply) = s.patch(&format!("/devui/simtree/{tree}"), &body).await;
         assert_eq!(got, 422, "{body}: {reply}");
     }
@@ -206,12 +188,7 @@ async fn ranks_the_entry_first_and_carries_it_to_descendants(s: &Server) -> (u64
     }
     let hit = &r["hits"][0];
     assert!(hit["snippet"].as_str().unwrap().contains("[zanzibar quokka]"), "{r}");
-    let carried = r["hits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|h| h["node"] == after)
-        .unwrap();
+    let carried = r["hits"].as_array().unwrap().iter().find(|h| h["node"] == after).unwrap();
     if carried["kind"] == "carried" {
         assert_eq!(carried["from"], entry, "{r}");
         assert!(carried["score"].as_f64() < hit["score"].as_f64(), "{r}");
@@ -231,10 +208,7 @@ async fn search_finds_where_text_enters_then_who_carries_it_and_survives_kill_9(
     assert_eq!(nodes_of(&r), [a], "{r}");
     assert_eq!(r["hits"][0]["kind"], "title");
     let (_, r) = search(&s, Some(tree), "beacon", "").await;
-    assert_eq!(
-        (r["hits"][0]["node"].as_u64(), r["hits"][0]["kind"].as_str()),
-        (Some(a), Some("tag"))
-    );
+    assert_eq!((r["hits"][0]["node"].as_u64(), r["hits"][0]["kind"].as_str()), (Some(a), Some("tag")));
     annotate(&s, tree, a, json!({"title": "harbour"})).await;
     assert_eq!(search(&s, Some(tree), "lighthouse", "").await.1["total"], 0);
 
@@ -243,10 +217,7 @@ async fn search_finds_where_text_enters_then_who_carries_it_and_survives_kill_9(
     let total = all["total"].as_u64().unwrap();
     assert!(total >= 2, "{all}");
     let (_, p1) = search(&s, Some(tree), "quokka", "&limit=1").await;
-    assert_eq!(
-        (p1["hits"].as_array().unwrap().len(), p1["next"].as_u64()),
-        (1, Some(1))
-    );
+    assert_eq!((p1["hits"].as_array().unwrap().len(), p1["next"].as_u64()), (1, Some(1)));
     let (_, p2) = search(&s, Some(tree), "quokka", &format!("&offset={}&limit=1", total - 1)).await;
     assert_eq!(p2["hits"].as_array().unwrap().len(), 1);
     assert!(p2.get("next").is_none(), "{p2}");
@@ -254,10 +225,7 @@ async fn search_finds_where_text_enters_then_who_carries_it_and_survives_kill_9(
     // Across trees: each hit names its tree.
     let (status, r) = search(&s, None, "zanzibar quokka", "").await;
     assert_eq!(status, 200, "{r}");
-    assert_eq!(
-        (r["hits"][0]["tree"].as_u64(), r["hits"][0]["node"].as_u64()),
-        (Some(tree), Some(entry))
-    );
+    assert_eq!((r["hits"][0]["tree"].as_u64(), r["hits"][0]["node"].as_u64()), (Some(tree), Some(entry)));
 
     // Hostile queries: 422 with a reason, or no hits; never a 500.
     for q in [
@@ -307,12 +275,7 @@ async fn search_finds_where_text_enters_then_who_carries_it_and_survives_kill_9(
         assert_eq!(status, 422, "{q:?} {extra}: {r}");
         assert!(r["detail"].is_string(), "{r}");
     }
-    let r = s
-        .http
-        .get(s.url(&format!("/devui/simtree/{tree}/search")))
-        .send()
-        .await
-        .unwrap();
+    let r = s.http.get(s.url(&format!("/devui/simtree/{tree}/search"))).send().await.unwrap();
     assert_eq!(r.status().as_u16(), 422, "no q");
     assert_eq!(search(&s, Some(999), "quokka", "").await.0, 404);
 
@@ -332,38 +295,17 @@ async fn annotations_and_descriptions_travel_with_exports_and_old_exports_still_
     let dir = data_dir("export");
     let s = sqlite(&dir);
     let (tree, _, entry, _, _) = quokka_tree(&s).await;
-    annotate(
-        &s,
-        tree,
-        entry,
-        json!({"title": "the news", "note": "n", "tags": ["t"], "starred": true}),
-    )
-    .await;
-    s.patch(
-        &format!("/devui/simtree/{tree}"),
-        &json!({"name": "field notes", "description": "d"}),
-    )
-    .await;
+    annotate(&s, tree, entry, json!({"title": "the news", "note": "n", "tags": ["t"], "starred": true})).await;
+    s.patch(&format!("/devui/simtree/{tree}"), &json!({"name": "field notes", "description": "d"})).await;
     let export = simtree_e2e::text(&s, &format!("/devui/simtree/{tree}/export")).await;
-    let (status, reply) = post_streamed(
-        &s,
-        "/devui/simtree/import",
-        "application/json",
-        export.clone().into_bytes(),
-    )
-    .await;
+    let (status, reply) =
+        post_streamed(&s, "/devui/simtree/import", "application/json", export.clone().into_bytes()).await;
     assert_eq!(status, 200, "{reply}");
     let copy = serde_json::from_str::<Value>(&reply).unwrap()["id"].as_u64().unwrap();
     let (_, info) = s.get(&format!("/devui/simtree/{copy}")).await;
-    assert_eq!(
-        (info["name"].as_str(), info["description"].as_str()),
-        (Some("field notes"), Some("d"))
-    );
+    assert_eq!((info["name"].as_str(), info["description"].as_str()), (Some("field notes"), Some("d")));
     let (_, n) = s.get(&format!("/devui/simtree/{copy}/node/{entry}/info")).await;
-    assert_eq!(
-        n["annotation"],
-        json!({"title": "the news", "note": "n", "tags": ["t"], "starred": true})
-    );
+    assert_eq!(n["annotation"], json!({"title": "the news", "note": "n", "tags": ["t"], "starred": true}));
     // The copy is indexed as it is imported: its text and its annotations are found.
     let (_, r) = search(&s, Some(copy), "zanzibar quokka", "").await;
     assert_eq!(nodes_of(&r).first(), Some(&entry), "{r}");
@@ -397,13 +339,7 @@ async fn postgres_annotates_and_searches() {
     let flags = ["--database-url", pg.url.as_str(), "--lease-secs", "1"];
     let s = Server::start_with(&flags);
     let (tree, a, _, _) = ranks_the_entry_first_and_carries_it_to_descendants(&s).await;
-    let (status, info) = annotate(
-        &s,
-        tree,
-        a,
-        json!({"note": "a lighthouse keeper's note", "starred": true}),
-    )
-    .await;
+    let (status, info) = annotate(&s, tree, a, json!({"note": "a lighthouse keeper's note", "starred": true})).await;
     assert_eq!(status, 200, "{info}");
     let (_, r) = search(&s, Some(tree), "lighthouse keeper", "").await;
     assert_eq!((nodes_of(&r), r["hits"][0]["kind"].as_str()), (vec![a], Some("note")));
@@ -414,10 +350,7 @@ async fn postgres_annotates_and_searches() {
     // The killed server's lease lapses first (one server per database).
     let s = Server::start_when_free(&flags, std::time::Duration::from_secs(15));
     let (_, info) = s.get(&format!("/devui/simtree/{tree}/node/{a}/info")).await;
-    assert_eq!(
-        info["annotation"],
-        json!({"note": "a lighthouse keeper's note", "starred": true})
-    );
+    assert_eq!(info["annotation"], json!({"note": "a lighthouse keeper's note", "starred": true}));
     assert_eq!(nodes_of(&search(&s, Some(tree), "lighthouse keeper", "").await.1), [a]);
 }
 
@@ -437,12 +370,7 @@ async fn a_nodes_calls_show_each_prompt_reply_and_action_offline() {
         assert_eq!(call["recorded"], false, "the mock records nothing");
         assert_eq!(call["messages"][0]["role"], "system", "{call}");
         let agent = call["agent"].as_str().unwrap();
-        assert!(
-            call["messages"][0]["content"]
-                .as_str()
-                .unwrap()
-                .contains(&format!("You are {agent}."))
-        );
+        assert!(call["messages"][0]["content"].as_str().unwrap().contains(&format!("You are {agent}.")));
         assert!(!call["reply"].as_str().unwrap().is_empty());
         // The parsed action is the one the node's log shows.
         let action = call["action"]["action"].as_str().unwrap();
@@ -506,9 +434,7 @@ async fn a_nodes_calls_come_in_pages_and_a_stopped_run_shows_only_what_it_ran() 
     let run = s.advance_in_background(tree, 0, 100_000);
     let b = s.first_running(tree).await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let (status, e) = s
-        .post(&format!("/devui/simtree/{tree}/node/{b}/cancel"), &json!({}))
-        .await;
+    let (status, e) = s.post(&format!("/devui/simtree/{tree}/node/{b}/cancel"), &json!({})).await;
     assert_eq!(status, 200, "{e}");
     run.await.unwrap();
     let (_, info) = s.get(&format!("/devui/simtree/{tree}/node/{b}/info")).await;
@@ -518,11 +444,7 @@ async fn a_nodes_calls_come_in_pages_and_a_stopped_run_shows_only_what_it_ran() 
     let done = state["turns"].as_u64().unwrap();
     assert!(done < 100_000, "{state}");
     let stopped = calls_of(b, "?limit=1").await;
-    assert_eq!(
-        stopped["total"],
-        done * per_turn,
-        "the calls of the {done} turns it ran: {info}"
-    );
+    assert_eq!(stopped["total"], done * per_turn, "the calls of the {done} turns it ran: {info}");
 }
 
 /// An OpenAI-compatible provider answering as the mock would; counts its calls.
@@ -570,38 +492,21 @@ async fn a_real_providers_calls_come_from_the_recording_with_no_new_call_and_no_
     let paid = provider_calls.load(std::sync::atomic::Ordering::SeqCst);
     assert!(paid > 0);
     let text = simtree_e2e::text(&s, &format!("/devui/simtree/{tree}/node/{a}/calls")).await;
-    assert_eq!(
-        provider_calls.load(std::sync::atomic::Ordering::SeqCst),
-        paid,
-        "answered from the recording"
-    );
-    assert!(
-        !text.contains("sk-notebook-secret") && !text.contains(&url),
-        "no key or endpoint"
-    );
+    assert_eq!(provider_calls.load(std::sync::atomic::Ordering::SeqCst), paid, "answered from the recording");
+    assert!(!text.contains("sk-notebook-secret") && !text.contains(&url), "no key or endpoint");
     let c: Value = serde_json::from_str(&text).unwrap();
     let calls = c["calls"].as_array().unwrap();
     assert_eq!(calls.len() as u64, paid, "{c}");
     for call in calls {
-        assert_eq!(
-            (call["recorded"].as_bool(), call["provider"].as_str()),
-            (Some(true), Some("openai:fake-model"))
-        );
-        assert_eq!(
-            (call["prompt_tokens"].as_u64(), call["completion_tokens"].as_u64()),
-            (Some(70), Some(30))
-        );
+        assert_eq!((call["recorded"].as_bool(), call["provider"].as_str()), (Some(true), Some("openai:fake-model")));
+        assert_eq!((call["prompt_tokens"].as_u64(), call["completion_tokens"].as_u64()), (Some(70), Some(30)));
     }
     let (_, info) = s.get(&format!("/devui/simtree/{tree}/node/{a}/info")).await;
     assert_eq!(info["recorded_calls"].as_u64(), Some(paid));
 }
 
 async fn ask(s: &Server, tree: u64, node: u64, agent: &str, question: &str) -> (u16, Value) {
-    s.post(
-        &format!("/devui/simtree/{tree}/node/{node}/ask"),
-        &json!({"agent": agent, "question": question}),
-    )
-    .await
+    s.post(&format!("/devui/simtree/{tree}/node/{node}/ask"), &json!({"agent": agent, "question": question})).await
 }
 
 /// What a node's timeline is, as clients read it.
@@ -624,54 +529,30 @@ async fn an_agent_is_interviewed_at_a_node_without_changing_it_and_the_ask_is_ke
     let before = timeline(&s, tree, a).await;
     let (status, first) = ask(&s, tree, a, &agent, "Why did you say that?").await;
     assert_eq!(status, 200, "{first}");
-    assert_eq!(
-        (first["seq"].as_u64(), first["agent"].as_str()),
-        (Some(0), Some(agent.as_str()))
-    );
+    assert_eq!((first["seq"].as_u64(), first["agent"].as_str()), (Some(0), Some(agent.as_str())));
     assert!(!first["answer"].as_str().unwrap().is_empty(), "{first}");
     assert_eq!(first["provider"], "mock");
     assert_eq!(timeline(&s, tree, a).await, before, "no node, event or memory");
     // The same interview again is answered from the history; another question is a new call.
     let (_, again) = ask(&s, tree, a, &agent, "Why did you say that?").await;
-    assert_eq!(
-        (again["answer"].clone(), again["replayed"].as_bool()),
-        (first["answer"].clone(), Some(true))
-    );
+    assert_eq!((again["answer"].clone(), again["replayed"].as_bool()), (first["answer"].clone(), Some(true)));
     let (_, other) = ask(&s, tree, a, &agent, "What next?").await;
     assert_eq!(other["seq"], 2);
     // The offline mock answers deterministically: the same tree made again answers alike.
     let twin = s.create("simple_chat").await;
     let ta = advance(&s, twin, 0, 2).await;
-    assert_eq!(
-        ask(&s, twin, ta, &agent, "Why did you say that?").await.1["answer"],
-        first["answer"]
-    );
+    assert_eq!(ask(&s, twin, ta, &agent, "Why did you say that?").await.1["answer"], first["answer"]);
     // Listed with the node, in its calls, and searchable.
     let (_, asks) = s.get(&format!("/devui/simtree/{tree}/node/{a}/asks")).await;
     assert_eq!(asks.as_array().unwrap().len(), 3);
     assert_eq!(asks[0], first);
     let (_, c) = s.get(&format!("/devui/simtree/{tree}/node/{a}/calls")).await;
-    let interviews: Vec<&Value> = c["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["ask"] == true)
-        .collect();
+    let interviews: Vec<&Value> = c["calls"].as_array().unwrap().iter().filter(|c| c["ask"] == true).collect();
     assert_eq!(interviews.len(), 3, "{c}");
     let last = interviews[0]["messages"].as_array().unwrap().last().unwrap().clone();
-    assert!(
-        last["content"]
-            .as_str()
-            .unwrap()
-            .contains("[Interview] Why did you say that?"),
-        "{last}"
-    );
+    assert!(last["content"].as_str().unwrap().contains("[Interview] Why did you say that?"), "{last}");
     let (_, r) = search(&s, Some(tree), "what next", "").await;
-    assert_eq!(
-        (r["hits"][0]["node"].as_u64(), r["hits"][0]["kind"].as_str()),
-        (Some(a), Some("ask")),
-        "{r}"
-    );
+    assert_eq!((r["hits"][0]["node"].as_u64(), r["hits"][0]["kind"].as_str()), (Some(a), Some("ask")), "{r}");
 
     // Refusals: clear 4xx, nothing kept.
     for (agent_name, question, status) in [
@@ -685,27 +566,15 @@ async fn an_agent_is_interviewed_at_a_node_without_changing_it_and_the_ask_is_ke
         assert_eq!(got, status, "{agent_name} {question:?}: {reply}");
         assert!(reply["detail"].is_string());
     }
-    let (got, reply) = s
-        .post(
-            &format!("/devui/simtree/{tree}/node/{a}/ask"),
-            &json!({"agent": agent, "question": "q", "x": 1}),
-        )
-        .await;
+    let (got, reply) =
+        s.post(&format!("/devui/simtree/{tree}/node/{a}/ask"), &json!({"agent": agent, "question": "q", "x": 1})).await;
     assert_eq!(got, 422, "{reply}");
     assert_eq!(ask(&s, tree, 99, &agent, "q").await.0, 404);
     assert_eq!(ask(&s, 99, 0, &agent, "q").await.0, 404);
     let trading = s.create("buy_and_hold").await;
     let (got, reply) = ask(&s, trading, 0, "agent", "q").await;
     assert_eq!(got, 422, "{reply}");
-    assert_eq!(
-        s.get(&format!("/devui/simtree/{tree}/node/{a}/asks"))
-            .await
-            .1
-            .as_array()
-            .unwrap()
-            .len(),
-        3
-    );
+    assert_eq!(s.get(&format!("/devui/simtree/{tree}/node/{a}/asks")).await.1.as_array().unwrap().len(), 3);
 
     // Kept with the node across kill -9, and exported with it.
     drop(s);
@@ -722,12 +591,7 @@ async fn an_agent_is_interviewed_at_a_node_without_changing_it_and_the_ask_is_ke
 async fn an_interview_on_a_real_provider_is_metered_recorded_and_replayed_without_a_call() {
     let (url, provider_calls) = counting_provider().await;
     let s = on_provider(&url);
-    let tree = ok(
-        &s,
-        "/devui/simtree",
-        json!({"scenario": "simple_chat", "token_budget": 2000}),
-    )
-    .await["id"]
+    let tree = ok(&s, "/devui/simtree", json!({"scenario": "simple_chat", "token_budget": 2000})).await["id"]
         .as_u64()
         .unwrap();
     let a = advance(&s, tree, 0, 1).await;
@@ -738,19 +602,10 @@ async fn an_interview_on_a_real_provider_is_metered_recorded_and_replayed_withou
     let (status, first) = ask(&s, tree, a, &agent, "Why?").await;
     assert_eq!(status, 200, "{first}");
     assert_eq!(calls(), paid + 1, "one model call");
-    assert_eq!(
-        (first["prompt_tokens"].as_u64(), first["provider"].as_str()),
-        (Some(70), Some("openai:fake-model"))
-    );
+    assert_eq!((first["prompt_tokens"].as_u64(), first["provider"].as_str()), (Some(70), Some("openai:fake-model")));
     let (_, after) = s.get(&format!("/devui/simtree/{tree}/usage")).await;
-    assert_eq!(
-        after["usage"]["calls"].as_u64(),
-        usage["usage"]["calls"].as_u64().map(|c| c + 1)
-    );
-    assert_eq!(
-        after["budget"]["spent"].as_u64(),
-        usage["budget"]["spent"].as_u64().map(|c| c + 100)
-    );
+    assert_eq!(after["usage"]["calls"].as_u64(), usage["usage"]["calls"].as_u64().map(|c| c + 1));
+    assert_eq!(after["budget"]["spent"].as_u64(), usage["budget"]["spent"].as_u64().map(|c| c + 100));
     // Asked again: the recorded answer, no call.
     let (_, again) = ask(&s, tree, a, &agent, "Why?").await;
     assert_eq!(
@@ -792,31 +647,15 @@ async fn an_llm_trader_is_interviewed_with_its_decisions_as_context_and_rule_tra
     let (_, root) = ask(&s, tree, 0, &agent, "Why did you buy?").await;
     assert!(root["answer"].as_str().unwrap().contains("no decision yet"), "{root}");
     let (_, again) = ask(&s, tree, a, &agent, "Why did you buy?").await;
-    assert_eq!(
-        (again["answer"].clone(), again["replayed"].as_bool()),
-        (first["answer"].clone(), Some(true))
-    );
+    assert_eq!((again["answer"].clone(), again["replayed"].as_bool()), (first["answer"].clone(), Some(true)));
     let (_, c) = s.get(&format!("/devui/simtree/{tree}/node/{a}/calls")).await;
-    let interviews: Vec<&Value> = c["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["ask"] == true)
-        .collect();
+    let interviews: Vec<&Value> = c["calls"].as_array().unwrap().iter().filter(|c| c["ask"] == true).collect();
     assert_eq!(interviews.len(), 2, "{c}");
     let messages = interviews[0]["messages"].as_array().unwrap();
     assert_eq!(messages[0]["role"], "system");
+    assert!(messages.last().unwrap()["content"].as_str().unwrap().starts_with("[Interview] Why did you buy?"), "{c}");
     assert!(
-        messages.last().unwrap()["content"]
-            .as_str()
-            .unwrap()
-            .starts_with("[Interview] Why did you buy?"),
-        "{c}"
-    );
-    assert!(
-        messages
-            .iter()
-            .any(|m| m["content"].as_str().unwrap().starts_with("Tool result: ")),
+        messages.iter().any(|m| m["content"].as_str().unwrap().starts_with("Tool result: ")),
         "the remembered tool results are part of the context: {c}"
     );
     let (_, r) = search(&s, Some(tree), "why did you buy", "").await;
@@ -870,12 +709,7 @@ async fn an_llm_trader_interview_on_a_real_provider_is_one_metered_call_that_dec
     );
     let (url, _task) = simtree_e2e::serve_provider(app).await;
     let s = on_provider(&url);
-    let tree = ok(
-        &s,
-        "/devui/simtree",
-        json!({"scenario": "llm_trader", "token_budget": 100_000}),
-    )
-    .await["id"]
+    let tree = ok(&s, "/devui/simtree", json!({"scenario": "llm_trader", "token_budget": 100_000})).await["id"]
         .as_u64()
         .unwrap();
     let a = advance(&s, tree, 0, 2).await;
@@ -900,36 +734,17 @@ async fn an_llm_trader_interview_on_a_real_provider_is_one_metered_call_that_dec
         let asked = body["messages"].as_array().unwrap();
         let d = decided.len() - 1;
         assert_eq!(asked[..d], decided[..d], "the context is the agent's own");
-        assert_eq!(
-            asked.len(),
-            d + 4,
-            "plus the last exchange (case line, reply, result) and the question"
-        );
+        assert_eq!(asked.len(), d + 4, "plus the last exchange (case line, reply, result) and the question");
     }
-    assert_eq!(
-        (first["prompt_tokens"].as_u64(), first["provider"].as_str()),
-        (Some(70), Some("openai:fake-model"))
-    );
+    assert_eq!((first["prompt_tokens"].as_u64(), first["provider"].as_str()), (Some(70), Some("openai:fake-model")));
     let after = s.get(&format!("/devui/simtree/{tree}/usage")).await.1;
-    assert_eq!(
-        after["usage"]["calls"].as_u64(),
-        usage["usage"]["calls"].as_u64().map(|c| c + 1)
-    );
-    assert_eq!(
-        after["budget"]["spent"].as_u64(),
-        usage["budget"]["spent"].as_u64().map(|c| c + 100)
-    );
+    assert_eq!(after["usage"]["calls"].as_u64(), usage["usage"]["calls"].as_u64().map(|c| c + 1));
+    assert_eq!(after["budget"]["spent"].as_u64(), usage["budget"]["spent"].as_u64().map(|c| c + 100));
     let (_, again) = ask(&s, tree, a, &agent, "Why?").await;
-    assert_eq!(
-        (again["replayed"].as_bool(), calls()),
-        (Some(true), paid + 1),
-        "answered from the history"
-    );
+    assert_eq!((again["replayed"].as_bool(), calls()), (Some(true), paid + 1), "answered from the history");
     assert_eq!(timeline(&s, tree, a).await, before, "the timeline did not move");
     // The node's own advance still replays from its recording, the interview's record beside it.
-    let (status, replay) = s
-        .post(&format!("/devui/simtree/{tree}/replay"), &json!({"node": a}))
-        .await;
+    let (status, replay) = s.post(&format!("/devui/simtree/{tree}/replay"), &json!({"node": a})).await;
     assert_eq!(status, 200, "{replay}");
     assert_eq!(calls(), paid + 1, "replay makes no call");
 }
@@ -960,13 +775,8 @@ async fn notes_and_descriptions_reach_the_trees_watchers_once_stored() {
     let mut w = s.watch(&format!("/devui/simtree/{tree}/events")).await;
     let (_, synced) = w.until(Duration::from_secs(10), |m| m["type"] == "snapshot").await;
     assert!(synced);
-    let (st, _) = annotate(
-        &s,
-        tree,
-        node,
-        json!({"title": "The turn", "tags": ["b", "a", "b"], "starred": true}),
-    )
-    .await;
+    let (st, _) =
+        annotate(&s, tree, node, json!({"title": "The turn", "tags": ["b", "a", "b"], "starred": true})).await;
     assert_eq!(st, 200);
     let (seen, got) = w.until(Duration::from_secs(10), |m| m["type"] == "marks").await;
     assert!(got, "{seen:?}");
@@ -986,25 +796,12 @@ async fn notes_and_descriptions_reach_the_trees_watchers_once_stored() {
         seen.last().unwrap()["data"],
         json!({"node": node, "note": "Why ☕?\nBecause.", "tags": ["b", "a"], "starred": true})
     );
-    let (st, _) = s
-        .patch(
-            &format!("/devui/simtree/{tree}"),
-            &json!({"description": "About <b>cafés</b>"}),
-        )
-        .await;
+    let (st, _) = s.patch(&format!("/devui/simtree/{tree}"), &json!({"description": "About <b>cafés</b>"})).await;
     assert_eq!(st, 200);
     let (seen, got) = w.until(Duration::from_secs(10), |m| m["type"] == "tree_edited").await;
     assert!(got, "{seen:?}");
-    assert_eq!(
-        seen.last().unwrap()["data"],
-        json!({"name": "simple_chat", "description": "About <b>cafés</b>"})
-    );
-    let (st, _) = s
-        .patch(
-            &format!("/devui/simtree/{tree}"),
-            &json!({"name": "Renamed", "description": ""}),
-        )
-        .await;
+    assert_eq!(seen.last().unwrap()["data"], json!({"name": "simple_chat", "description": "About <b>cafés</b>"}));
+    let (st, _) = s.patch(&format!("/devui/simtree/{tree}"), &json!({"name": "Renamed", "description": ""})).await;
     assert_eq!(st, 200);
     let (seen, got) = w.until(Duration::from_secs(10), |m| m["type"] == "tree_edited").await;
     assert!(got, "{seen:?}");

@@ -61,12 +61,7 @@ async fn create(s: &Server, body: Value) -> u64 {
 }
 
 async fn advance(s: &Server, tree: u64, turns: u64) -> u64 {
-    let (st, r) = s
-        .post(
-            &format!("/devui/simtree/{tree}/advance"),
-            &json!({"parent": 0, "turns": turns}),
-        )
-        .await;
+    let (st, r) = s.post(&format!("/devui/simtree/{tree}/advance"), &json!({"parent": 0, "turns": turns})).await;
     assert_eq!((st, r.get("error")), (200, None), "{r}");
     r["child"].as_u64().unwrap()
 }
@@ -74,13 +69,7 @@ async fn advance(s: &Server, tree: u64, turns: u64) -> u64 {
 /// The last `abm_step` values of a node.
 async fn last_step(s: &Server, tree: u64, node: u64) -> Value {
     let logs = s.get(&format!("/devui/simtree/{tree}/node/{node}/logs")).await.1;
-    let step = logs
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|e| e["type"] == "abm_step")
-        .unwrap();
+    let step = logs.as_array().unwrap().iter().rev().find(|e| e["type"] == "abm_step").unwrap();
     step["data"].clone()
 }
 
@@ -102,17 +91,11 @@ async fn documents_of_every_kind_make_trees_and_names_still_work() {
     chat["agents"].as_array_mut().unwrap().push(extra);
     let t = create(&s, json!({"scenario": chat, "seed": 3, "name": "my chat"})).await;
     let info = s.get(&format!("/devui/simtree/{t}")).await.1;
-    assert_eq!(
-        (info["name"].as_str(), info["kind"].as_str()),
-        (Some("my chat"), Some("social"))
-    );
+    assert_eq!((info["name"].as_str(), info["kind"].as_str()), (Some("my chat"), Some("social")));
     assert_eq!(info["scenario"], "Our chat");
     assert_eq!(info["document"], chat, "the document is kept as posted");
     let state = s.get(&format!("/devui/simtree/{t}/node/0/state")).await.1;
-    assert_eq!(
-        state["agents"].as_array().unwrap().len(),
-        chat["agents"].as_array().unwrap().len()
-    );
+    assert_eq!(state["agents"].as_array().unwrap().len(), chat["agents"].as_array().unwrap().len());
     advance(&s, t, 1).await;
 
     // A trading scenario nobody shipped: buy-and-hold on two of the shipped tickers.
@@ -121,10 +104,7 @@ async fn documents_of_every_kind_make_trees_and_names_still_work() {
     bh["episode"]["tickers"] = json!(["AAPL", "MSFT"]);
     let t = create(&s, json!({"scenario": bh})).await;
     let info = s.get(&format!("/devui/simtree/{t}")).await.1;
-    assert_eq!(
-        (info["kind"].as_str(), info["name"].as_str()),
-        (Some("trading"), Some("Two stocks"))
-    );
+    assert_eq!((info["kind"].as_str(), info["name"].as_str()), (Some("trading"), Some("Two stocks")));
     let n = advance(&s, t, 2).await;
     let view = s.get(&format!("/devui/simtree/{t}/node/{n}/view")).await.1;
     assert!(view.to_string().contains("AAPL"), "{view}");
@@ -132,10 +112,7 @@ async fn documents_of_every_kind_make_trees_and_names_still_work() {
     // An agent-based model nobody shipped runs to the values worked out by hand.
     let t = create(&s, json!({"scenario": doubling_model(), "seed": 1})).await;
     let info = s.get(&format!("/devui/simtree/{t}")).await.1;
-    assert_eq!(
-        (info["kind"].as_str(), info["name"].as_str()),
-        (Some("abm"), Some("Doubling"))
-    );
+    assert_eq!((info["kind"].as_str(), info["name"].as_str()), (Some("abm"), Some("Doubling")));
     let n = advance(&s, t, 5).await;
     let step = last_step(&s, t, n).await;
     assert_eq!(step["step"], 5, "{step}");
@@ -218,25 +195,13 @@ async fn a_document_tree_survives_kill_9_and_travels_in_its_export() {
     s.stop(); // SIGKILL
 
     let s = Server::start_with(&flags);
-    assert_eq!(
-        s.get(&format!("/devui/simtree/{t}")).await.1,
-        info,
-        "the tree and its document are back"
-    );
+    assert_eq!(s.get(&format!("/devui/simtree/{t}")).await.1, info, "the tree and its document are back");
     let step = last_step(&s, t, n).await;
     assert_eq!(
-        (
-            step["values"]["globalVariable.a"].as_u64(),
-            step["values"]["globalVariable.b"].as_u64()
-        ),
+        (step["values"]["globalVariable.a"].as_u64(), step["values"]["globalVariable.b"].as_u64()),
         (Some(8), Some(14))
     );
-    let (st, r) = s
-        .post(
-            &format!("/devui/simtree/{t}/advance"),
-            &json!({"parent": n, "turns": 1}),
-        )
-        .await;
+    let (st, r) = s.post(&format!("/devui/simtree/{t}/advance"), &json!({"parent": n, "turns": 1})).await;
     assert_eq!((st, r.get("error")), (200, None), "{r}");
     let more = r["child"].as_u64().unwrap();
     assert_eq!(last_step(&s, t, more).await["values"]["globalVariable.a"], 16);
@@ -246,10 +211,7 @@ async fn a_document_tree_survives_kill_9_and_travels_in_its_export() {
     let (st, imported) = s.post("/devui/simtree/import", &export).await;
     assert_eq!(st, 200, "{imported}");
     let i = imported["id"].as_u64().unwrap();
-    assert_eq!(
-        s.get(&format!("/devui/simtree/{i}")).await.1["document"],
-        doubling_model()
-    );
+    assert_eq!(s.get(&format!("/devui/simtree/{i}")).await.1["document"], doubling_model());
 
     // An export whose document does not check out is refused whole.
     let mut bad = export.clone();
@@ -257,10 +219,7 @@ async fn a_document_tree_survives_kill_9_and_travels_in_its_export() {
     let count = s.get("/devui/simtree").await.1.as_array().unwrap().len();
     let (st, r) = s.post("/devui/simtree/import", &bad).await;
     assert_eq!(st, 422, "{r}");
-    assert!(
-        r["detail"].as_str().unwrap().contains("scheduleOrder[0].sourceName"),
-        "{r}"
-    );
+    assert!(r["detail"].as_str().unwrap().contains("scheduleOrder[0].sourceName"), "{r}");
     assert_eq!(s.get("/devui/simtree").await.1.as_array().unwrap().len(), count);
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
@@ -309,18 +268,11 @@ async fn hostile_documents_get_a_clear_4xx_and_the_server_stays_up() {
     assert!(d.contains("10000 agents"), "{d}");
 
     // A 50 MB CSV: past the body limit too.
-    assert_eq!(
-        status_of_huge_post(&s, "/api/datasets?name=huge", "text/csv").await,
-        413
-    );
+    assert_eq!(status_of_huge_post(&s, "/api/datasets?name=huge", "text/csv").await, 413);
 
     assert_eq!(s.get("/health").await.0, 200);
     assert_eq!(s.get("/devui/simtree").await.1, json!([]));
-    assert_eq!(
-        s.get("/api/datasets").await.1.as_array().unwrap().len(),
-        1,
-        "only the shipped data"
-    );
+    assert_eq!(s.get("/api/datasets").await.1.as_array().unwrap().len(), 1, "only the shipped data");
 }
 
 /// A CSV of two tickers over `days` consecutive days from 2020-01-01: AAA closes at 10 + day, BBB at
@@ -406,46 +358,19 @@ async fn an_uploaded_dataset_trades_buy_and_hold_to_the_arithmetic_and_refusals_
     // Refusals name line and column and keep nothing.
     let bad = |rows: &str| format!("date,ticker,open,high,low,close,volume\n2020-01-01,AAA,10,11,9,10,1\n{rows}");
     for (csv, expect) in [
-        (
-            bad("2020-01-02,AAA,41.3,41.2,41.5,41.3,1\n"),
-            "line 3: high 41.2 below low 41.5",
-        ),
-        (
-            bad("2020-01-02,AAA,NaN,11,9,10,1\n"),
-            "line 3: open: NaN is not a finite number",
-        ),
-        (
-            bad("2020-01-02,AAA,10,inf,9,10,1\n"),
-            "line 3: high: inf is not a finite number",
-        ),
-        (
-            bad("2020-01-02,AAA,-10,11,9,10,1\n"),
-            "line 3: open: -10 is not a positive price",
-        ),
-        (
-            bad("2019-12-31,AAA,10,11,9,10,1\n"),
-            "line 3: AAA 2019-12-31: out of date order",
-        ),
-        (
-            bad("2020-01-01,AAA,10,11,9,10,1\n"),
-            "line 3: AAA 2020-01-01: a second row",
-        ),
+        (bad("2020-01-02,AAA,41.3,41.2,41.5,41.3,1\n"), "line 3: high 41.2 below low 41.5"),
+        (bad("2020-01-02,AAA,NaN,11,9,10,1\n"), "line 3: open: NaN is not a finite number"),
+        (bad("2020-01-02,AAA,10,inf,9,10,1\n"), "line 3: high: inf is not a finite number"),
+        (bad("2020-01-02,AAA,-10,11,9,10,1\n"), "line 3: open: -10 is not a positive price"),
+        (bad("2019-12-31,AAA,10,11,9,10,1\n"), "line 3: AAA 2019-12-31: out of date order"),
+        (bad("2020-01-01,AAA,10,11,9,10,1\n"), "line 3: AAA 2020-01-01: a second row"),
         (
             bad("2020-01-02,\"=HYPERLINK(\"\"http://evil\"\",\"\"x\"\")\",10,11,9,10,1\n"),
             "line 3: ticker: \"=HYPERLINK",
         ),
-        (
-            bad("2020-01-02,AAA,10,11,9,10,@SUM(1)\n"),
-            "line 3: volume: \"@SUM(1)\" looks like a spreadsheet formula",
-        ),
-        (
-            bad("2020-01-02,../../etc,10,11,9,10,1\n"),
-            "line 3: ticker \"../../etc\"",
-        ),
-        (
-            format!("date,ticker{}\n", ",x".repeat(1_000_000)),
-            "line 1: the header has 1000002 columns",
-        ),
+        (bad("2020-01-02,AAA,10,11,9,10,@SUM(1)\n"), "line 3: volume: \"@SUM(1)\" looks like a spreadsheet formula"),
+        (bad("2020-01-02,../../etc,10,11,9,10,1\n"), "line 3: ticker \"../../etc\""),
+        (format!("date,ticker{}\n", ",x".repeat(1_000_000)), "line 1: the header has 1000002 columns"),
         ("date;ticker;open\n".to_string(), "line 1: the header has 1 columns"),
     ] {
         let (st, r) = upload(&s, "bad", csv).await;
@@ -465,26 +390,14 @@ async fn an_uploaded_dataset_trades_buy_and_hold_to_the_arithmetic_and_refusals_
     let d = refused(&s, json!({"scenario": wrong})).await;
     assert!(d.contains("episode.dataset") && d.contains("nope"), "{d}");
 
-    let names = |l: &Value| {
-        l.as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d["name"].clone())
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(
-        names(&s.get("/api/datasets").await.1),
-        vec![json!("shipped"), json!("mine")]
-    );
+    let names = |l: &Value| l.as_array().unwrap().iter().map(|d| d["name"].clone()).collect::<Vec<_>>();
+    assert_eq!(names(&s.get("/api/datasets").await.1), vec![json!("shipped"), json!("mine")]);
     let view_before = s.get(&format!("/devui/simtree/{t}/node/{n}/view")).await.1;
     s.stop();
 
     // After kill -9: the dataset is back and the tree still trades on it.
     let s = Server::start_with(&flags);
-    assert_eq!(
-        names(&s.get("/api/datasets").await.1),
-        vec![json!("shipped"), json!("mine")]
-    );
+    assert_eq!(names(&s.get("/api/datasets").await.1), vec![json!("shipped"), json!("mine")]);
     assert_eq!(s.get(&format!("/devui/simtree/{t}/node/{n}/view")).await.1, view_before);
     assert_eq!(s.delete(&format!("/devui/simtree/{t}")).await.0, 200);
     assert_eq!(s.delete("/api/datasets/mine").await.0, 200);
@@ -500,14 +413,7 @@ async fn an_uploaded_dataset_trades_buy_and_hold_to_the_arithmetic_and_refusals_
 async fn datasets_are_capped_counted_in_the_memory_budget_and_read_back_when_used() {
     let dir = std::env::temp_dir().join(format!("simtree-own-worlds-budget-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let flags = [
-        "--data",
-        dir.to_str().unwrap(),
-        "--max-body-bytes",
-        "100000000",
-        "--max-memory-mb",
-        "150",
-    ];
+    let flags = ["--data", dir.to_str().unwrap(), "--max-body-bytes", "100000000", "--max-memory-mb", "150"];
     let s = Server::start_with(&flags);
     // ~96 MB once parsed: past the budget with the server's own memory.
     let started = std::time::Instant::now();
@@ -515,10 +421,7 @@ async fn datasets_are_capped_counted_in_the_memory_budget_and_read_back_when_use
     assert_eq!(st, 409, "{r}");
     let d = r["detail"].as_str().unwrap();
     assert!(d.contains("memory budget") && d.contains("--max-memory-mb 150"), "{d}");
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(10),
-        "refused before parsing"
-    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "refused before parsing");
     assert_eq!(s.get("/api/datasets").await.1.as_array().unwrap().len(), 1);
     // Runs go on.
     let shipped = s.create("buy_and_hold").await;
@@ -571,14 +474,7 @@ async fn the_cli_runs_a_scenario_file_and_imports_a_dataset_with_the_same_checks
     std::fs::create_dir_all(&dir).unwrap();
     let model = dir.join("doubling.json");
     std::fs::write(&model, doubling_model().to_string()).unwrap();
-    let out = simtree(&[
-        "run",
-        "--scenario-file",
-        model.to_str().unwrap(),
-        "--turns",
-        "4",
-        "--json",
-    ]);
+    let out = simtree(&["run", "--scenario-file", model.to_str().unwrap(), "--turns", "4", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let last = String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -595,38 +491,17 @@ async fn the_cli_runs_a_scenario_file_and_imports_a_dataset_with_the_same_checks
     let out = simtree(&["run", "--scenario-file", model.to_str().unwrap()]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("model.dataAnalytics.trackedVariables[0].sourceName"),
-        "{err}"
-    );
+    assert!(err.contains("model.dataAnalytics.trackedVariables[0].sourceName"), "{err}");
 
     let data = dir.join("data");
     let csv = dir.join("prices.csv");
-    std::fs::write(
-        &csv,
-        "date,ticker,open,high,low,close,volume\n2020-01-01,AAA,41.3,41.2,41.5,41.3,1\n",
-    )
-    .unwrap();
-    let out = simtree(&[
-        "data",
-        "import",
-        "mine",
-        csv.to_str().unwrap(),
-        "--data",
-        data.to_str().unwrap(),
-    ]);
+    std::fs::write(&csv, "date,ticker,open,high,low,close,volume\n2020-01-01,AAA,41.3,41.2,41.5,41.3,1\n").unwrap();
+    let out = simtree(&["data", "import", "mine", csv.to_str().unwrap(), "--data", data.to_str().unwrap()]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("line 2: high 41.2 below low 41.5"), "{err}");
     std::fs::write(&csv, two_ticker_csv(5)).unwrap();
-    let out = simtree(&[
-        "data",
-        "import",
-        "mine",
-        csv.to_str().unwrap(),
-        "--data",
-        data.to_str().unwrap(),
-    ]);
+    let out = simtree(&["data", "import", "mine", csv.to_str().unwrap(), "--data", data.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let s = Server::start_with(&["--data", data.to_str().unwrap()]);
     let list = s.get("/api/datasets").await.1;
@@ -641,11 +516,7 @@ async fn the_cli_runs_a_scenario_file_and_imports_a_dataset_with_the_same_checks
 /// server's early 413).
 async fn status_of_huge_post(s: &Server, path: &str, content_type: &str) -> u16 {
     use std::io::{Read, Write};
-    let addr = s
-        .url("")
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .to_string();
+    let addr = s.url("").trim_start_matches("http://").trim_end_matches('/').to_string();
     let head = format!(
         "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
         50u64 << 20

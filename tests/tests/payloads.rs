@@ -29,9 +29,7 @@ fn exactly<P: EventPayload + DeserializeOwned>(entry: &LogEntry) {
 
 /// Checks one social log entry against its payload type; returns its type.
 fn check(entry: &LogEntry) -> EventType {
-    let Some(kind) = entry.event_type() else {
-        panic!("an unknown event type: {entry:?}")
-    };
+    let Some(kind) = entry.event_type() else { panic!("an unknown event type: {entry:?}") };
     match kind {
         EventType::SystemBroadcast => exactly::<Broadcast>(entry),
         EventType::AgentProcessStart => exactly::<AgentProcessStart>(entry),
@@ -78,13 +76,7 @@ async fn every_social_event_of_the_offline_players_is_its_shared_type_exactly() 
     }
     // The offline players write no plan or emotion updates, never make the landlord table
     // redeal and never fail a step: the next test has a model that does.
-    for kind in [
-        "system_broadcast",
-        "agent_process_start",
-        "agent_process_end",
-        "action_start",
-        "agent_ctx_delta",
-    ] {
+    for kind in ["system_broadcast", "agent_process_start", "agent_process_end", "action_start", "agent_ctx_delta"] {
         assert!(met.contains(kind), "no {kind} in {met:?}");
     }
 }
@@ -123,12 +115,7 @@ async fn plans_emotions_deals_and_errors_are_their_shared_types_exactly() {
     let (url, _provider) = serve_provider(app).await;
     let s = Server::start_env(
         &[],
-        &[
-            ("LLM_DIALECT", "openai"),
-            ("LLM_BASE_URL", &url),
-            ("LLM_API_KEY", "sk-test"),
-            ("LLM_MODEL", "fake-model"),
-        ],
+        &[("LLM_DIALECT", "openai"), ("LLM_BASE_URL", &url), ("LLM_API_KEY", "sk-test"), ("LLM_MODEL", "fake-model")],
     );
     let mut met = BTreeSet::new();
     for scene in SCENES {
@@ -152,12 +139,7 @@ async fn plans_emotions_deals_and_errors_are_their_shared_types_exactly() {
     // A branch's own log: the counterfactual it applied, then its ops' events.
     let tree = s.create("simple_chat").await;
     let ops = json!([{"op": "public_broadcast", "text": "Storm"}, {"op": "agent_props_patch", "name": "Bob", "updates": {"x": 1.5}}]);
-    let (st, b) = s
-        .post(
-            &format!("/devui/simtree/{tree}/branch"),
-            &json!({"parent": 0, "ops": ops}),
-        )
-        .await;
+    let (st, b) = s.post(&format!("/devui/simtree/{tree}/branch"), &json!({"parent": 0, "ops": ops})).await;
     assert_eq!(st, 200, "{b}");
     let (_, logs) = s.get(&format!("/devui/simtree/{tree}/node/{}/logs", b["child"])).await;
     let logs: Vec<LogEntry> = serde_json::from_value(logs).unwrap();

@@ -30,10 +30,7 @@ async fn completions(State(f): State<Fake>, Json(body): Json<Value>) -> (StatusC
     f.bodies.lock().unwrap().push(body.clone());
     tokio::time::sleep(f.delay).await;
     if f.fail {
-        return (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Json(json!({"error": {"message": "model overloaded"}})),
-        );
+        return (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({"error": {"message": "model overloaded"}})));
     }
     if body["tools"].is_array() {
         // A trading agent: buy one AAPL share at every decision point.
@@ -64,12 +61,7 @@ async fn completions(State(f): State<Fake>, Json(body): Json<Value>) -> (StatusC
 
 /// The prompt tokens the fake reports for a request: a quarter of its messages' bytes.
 fn fake_prompt_tokens(body: &Value) -> usize {
-    body["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|m| m["content"].as_str().map_or(0, str::len) / 4)
-        .sum()
+    body["messages"].as_array().into_iter().flatten().map(|m| m["content"].as_str().map_or(0, str::len) / 4).sum()
 }
 
 async fn fake_provider(fail: bool) -> (String, Fake, tokio::task::JoinHandle<()>) {
@@ -78,15 +70,8 @@ async fn fake_provider(fail: bool) -> (String, Fake, tokio::task::JoinHandle<()>
 
 /// [`fake_provider`] taking `delay` over each answer.
 async fn slow_provider(fail: bool, delay: std::time::Duration) -> (String, Fake, tokio::task::JoinHandle<()>) {
-    let fake = Fake {
-        calls: Arc::default(),
-        fail,
-        delay,
-        bodies: Arc::default(),
-    };
-    let app = axum::Router::new()
-        .route("/v1/chat/completions", post(completions))
-        .with_state(fake.clone());
+    let fake = Fake { calls: Arc::default(), fail, delay, bodies: Arc::default() };
+    let app = axum::Router::new().route("/v1/chat/completions", post(completions)).with_state(fake.clone());
     let (url, task) = serve_provider(app).await;
     (url, fake, task)
 }
@@ -148,18 +133,11 @@ async fn werewolf_runs_on_a_provider_and_replays_offline_identically() {
     let replayed = own(&s.get(&p(&format!("/node/{copy}/logs"))).await.1, copy);
     assert_eq!(original.len(), replayed.len());
     assert_eq!(original, replayed, "the replay's log is identical");
-    assert_eq!(
-        fake.calls.load(Ordering::SeqCst),
-        calls,
-        "zero provider calls during the replay"
-    );
+    assert_eq!(fake.calls.load(Ordering::SeqCst), calls, "zero provider calls during the replay");
 
     // Strict replay: the recording does not fit another parent.
     let (_, br) = s
-        .post(
-            &p("/branch"),
-            &json!({"parent": 0, "ops": [{"op": "public_broadcast", "text": "A stranger arrives."}]}),
-        )
+        .post(&p("/branch"), &json!({"parent": 0, "ops": [{"op": "public_broadcast", "text": "A stranger arrives."}]}))
         .await;
     let other = br["child"].as_u64().unwrap();
     let (st, body) = s.post(&p("/replay"), &json!({"node": 1, "parent": other})).await;
@@ -170,9 +148,7 @@ async fn werewolf_runs_on_a_provider_and_replays_offline_identically() {
     let (st, imported) = s.post("/devui/simtree/import", &export).await;
     assert_eq!(st, 200);
     let t2 = imported["id"].as_u64().unwrap();
-    let (st, rep2) = s
-        .post(&format!("/devui/simtree/{t2}/replay"), &json!({"node": 1}))
-        .await;
+    let (st, rep2) = s.post(&format!("/devui/simtree/{t2}/replay"), &json!({"node": 1})).await;
     assert_eq!(st, 200, "{rep2}");
     let again = rep2["child"].as_u64().unwrap();
     let replayed2 = own(&s.get(&format!("/devui/simtree/{t2}/node/{again}/logs")).await.1, again);
@@ -184,12 +160,7 @@ async fn a_failing_provider_marks_the_run_failed_and_the_server_keeps_serving() 
     let (url, fake, _provider) = fake_provider(true).await;
     let s = server_for(&url, &[]);
     let t = s.create("simple_chat").await;
-    let (st, adv) = s
-        .post(
-            &format!("/devui/simtree/{t}/advance"),
-            &json!({"parent": 0, "turns": 3}),
-        )
-        .await;
+    let (st, adv) = s.post(&format!("/devui/simtree/{t}/advance"), &json!({"parent": 0, "turns": 3})).await;
     assert_eq!(st, 200);
     let reason = adv["error"].as_str().expect("the response names the failure");
     assert!(reason.contains("500") || reason.contains("overloaded"), "{reason}");
@@ -206,19 +177,9 @@ async fn a_failing_provider_marks_the_run_failed_and_the_server_keeps_serving() 
 async fn the_token_budget_stops_new_calls_with_a_clear_error() {
     let (url, fake, _provider) = fake_provider(false).await;
     let s = server_for(&url, &[]);
-    let (_, created) = s
-        .post(
-            "/devui/simtree",
-            &json!({"scenario": "simple_chat", "token_budget": 2000}),
-        )
-        .await;
+    let (_, created) = s.post("/devui/simtree", &json!({"scenario": "simple_chat", "token_budget": 2000})).await;
     let t = created["id"].as_u64().unwrap();
-    let (st, adv) = s
-        .post(
-            &format!("/devui/simtree/{t}/advance"),
-            &json!({"parent": 0, "turns": 20}),
-        )
-        .await;
+    let (st, adv) = s.post(&format!("/devui/simtree/{t}/advance"), &json!({"parent": 0, "turns": 20})).await;
     assert_eq!(st, 200);
     assert!(adv["error"].as_str().unwrap().contains("token budget spent"), "{adv}");
     let usage = s.get(&format!("/devui/simtree/{t}/usage")).await.1;
@@ -226,11 +187,7 @@ async fn the_token_budget_stops_new_calls_with_a_clear_error() {
     assert!((2000..4000).contains(&spent), "{usage}");
     let calls = fake.calls.load(Ordering::SeqCst);
     // Further runs of this tree make no calls at all.
-    s.post(
-        &format!("/devui/simtree/{t}/advance"),
-        &json!({"parent": 0, "turns": 1}),
-    )
-    .await;
+    s.post(&format!("/devui/simtree/{t}/advance"), &json!({"parent": 0, "turns": 1})).await;
     assert_eq!(fake.calls.load(Ordering::SeqCst), calls);
 }
 
@@ -246,12 +203,7 @@ async fn per_agent_overrides_send_one_agents_calls_to_another_provider() {
     std::fs::write(&file, settings.to_string()).unwrap();
     let s = server_for(&main_url, &["--llm-config", file.to_str().unwrap()]);
     let t = s.create("simple_chat").await;
-    let (st, adv) = s
-        .post(
-            &format!("/devui/simtree/{t}/advance"),
-            &json!({"parent": 0, "turns": 3}),
-        )
-        .await;
+    let (st, adv) = s.post(&format!("/devui/simtree/{t}/advance"), &json!({"parent": 0, "turns": 3})).await;
     assert_eq!((st, adv.get("error")), (200, None), "{adv}");
     // Host and Bob (turns 1 and 3) went to the main provider, Alice (turn 2) to hers: 5 calls each.
     assert_eq!(main.calls.load(Ordering::SeqCst), 10);
@@ -274,10 +226,7 @@ async fn a_trading_run_on_a_provider_replays_offline_identically() {
     // native tool messages: the assistant's tool_calls, then a `tool` message answering it.
     let second = fake.bodies.lock().unwrap()[1]["messages"].clone();
     let messages = second.as_array().unwrap();
-    let call = messages
-        .iter()
-        .find(|m| m["role"] == "assistant")
-        .expect("the earlier answer");
+    let call = messages.iter().find(|m| m["role"] == "assistant").expect("the earlier answer");
     assert_eq!(call["tool_calls"][0]["function"]["name"], "submit_decision", "{second}");
     let id = call["tool_calls"][0]["id"].as_str().unwrap();
     let result = messages.iter().find(|m| m["role"] == "tool").expect("a tool message");
@@ -298,21 +247,13 @@ async fn a_trading_run_on_a_provider_replays_offline_identically() {
     let replayed = own(&s.get(&p(&format!("/node/{copy}/logs"))).await.1, copy);
     assert_eq!(original.len(), 5);
     assert_eq!(original, replayed);
-    assert_eq!(
-        fake.calls.load(Ordering::SeqCst),
-        5,
-        "zero provider calls during the replay"
-    );
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 5, "zero provider calls during the replay");
 }
 
 /// A provider that repeats the caller's key back: in its text, and (to a trading agent) inside
 /// a tool call's arguments.
 async fn echo_completions(headers: axum::http::HeaderMap, Json(body): Json<Value>) -> Json<Value> {
-    let auth = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
+    let auth = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let message = if body["tools"].is_array() {
         let args = json!({"orders": [{"ticker": auth, "side": "buy", "quantity": 1}]}).to_string();
         json!({"role": "assistant", "content": format!("I was told {auth}"), "tool_calls": [
@@ -339,21 +280,10 @@ async fn a_key_the_provider_echoes_never_reaches_logs_records_or_exports() {
         let logs = s.get(&p("/node/1/logs")).await.1.to_string();
         let export = s.get(&p("/export")).await.1.to_string();
         let info = s.get(&p("/node/1/info")).await.1.to_string();
-        for (what, text) in [
-            ("logs", &logs),
-            ("export", &export),
-            ("info", &info),
-            ("advance", &adv.to_string()),
-        ] {
-            assert!(
-                !text.contains("sk-test-secret"),
-                "{scenario}: the key is in the {what}: {text}"
-            );
+        for (what, text) in [("logs", &logs), ("export", &export), ("info", &info), ("advance", &adv.to_string())] {
+            assert!(!text.contains("sk-test-secret"), "{scenario}: the key is in the {what}: {text}");
         }
-        assert!(
-            export.contains("Bearer ***"),
-            "{scenario}: the echo is kept, masked: {export}"
-        );
+        assert!(export.contains("Bearer ***"), "{scenario}: the echo is kept, masked: {export}");
     }
 }
 
@@ -361,12 +291,7 @@ async fn a_key_the_provider_echoes_never_reaches_logs_records_or_exports() {
 async fn a_scripted_tree_on_a_provider_server_never_calls_it_and_replays() {
     let (url, fake, _provider) = fake_provider(false).await;
     let s = server_for(&url, &[]);
-    let (st, created) = s
-        .post(
-            "/devui/simtree",
-            &json!({"scenario": "werewolf", "seed": 3, "llm": "scripted"}),
-        )
-        .await;
+    let (st, created) = s.post("/devui/simtree", &json!({"scenario": "werewolf", "seed": 3, "llm": "scripted"})).await;
     assert_eq!(st, 200, "{created}");
     let t = created["id"].as_u64().unwrap();
     let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
@@ -379,23 +304,14 @@ async fn a_scripted_tree_on_a_provider_server_never_calls_it_and_replays() {
     let original = own(&s.get(&p("/node/1/logs")).await.1, 1);
     assert!(!original.is_empty());
     assert_eq!(original, own(&s.get(&p(&format!("/node/{copy}/logs"))).await.1, copy));
-    assert_eq!(
-        fake.calls.load(Ordering::SeqCst),
-        0,
-        "a scripted tree makes no provider calls"
-    );
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 0, "a scripted tree makes no provider calls");
 }
 
 /// What the fake provider billed for every call it answered, at `prompt` and `completion`
 /// dollars per million tokens: it reports a quarter of each message's bytes as prompt tokens and
 /// 40 completion tokens.
 fn billed(fake: &Fake, prompt: f64, completion: f64) -> f64 {
-    fake.bodies
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|b| (fake_prompt_tokens(b) as f64 * prompt + 40.0 * completion) / 1e6)
-        .sum()
+    fake.bodies.lock().unwrap().iter().map(|b| (fake_prompt_tokens(b) as f64 * prompt + 40.0 * completion) / 1e6).sum()
 }
 
 #[tokio::test]
@@ -405,12 +321,7 @@ async fn estimates_cost_nothing_and_a_money_budget_is_never_exceeded() {
     std::fs::write(&prices, r#"{"fake-model": {"prompt": 30, "completion": 60}}"#).unwrap();
     let limit = 0.5;
     let s = Server::start_env(
-        &[
-            "--prices",
-            prices.to_str().unwrap(),
-            "--money-budget",
-            &limit.to_string(),
-        ],
+        &["--prices", prices.to_str().unwrap(), "--money-budget", &limit.to_string()],
         &[
             ("LLM_DIALECT", "openai"),
             ("LLM_BASE_URL", &url),
@@ -428,61 +339,34 @@ async fn estimates_cost_nothing_and_a_money_budget_is_never_exceeded() {
     // tokens are known yet, so no money either; nothing runs and nothing is made.
     let (st, first) = s.post(&p("advance"), &json!({"parent": 0, "turns": 3})).await;
     assert_eq!(st, 200, "{first}");
-    assert_eq!(
-        (first["calls"].as_u64(), first["money"].clone()),
-        (Some(3), Value::Null),
-        "{first}"
-    );
-    assert!(
-        first["basis"].as_str().unwrap().contains("no recorded runs yet"),
-        "{first}"
-    );
+    assert_eq!((first["calls"].as_u64(), first["money"].clone()), (Some(3), Value::Null), "{first}");
+    assert!(first["basis"].as_str().unwrap().contains("no recorded runs yet"), "{first}");
     assert_eq!(fake.calls.load(Ordering::SeqCst), 0, "an estimate calls no provider");
     let nodes = |g: Value| g["nodes"].as_array().unwrap().len();
     assert_eq!(nodes(s.get(&format!("/devui/simtree/{t}/graph")).await.1), 1);
 
     // One real turn gives the tree a history; the estimate of a fan-out then rests on it.
-    let (st, adv) = s
-        .post(
-            &format!("/devui/simtree/{t}/advance"),
-            &json!({"parent": 0, "turns": 1}),
-        )
-        .await;
+    let (st, adv) = s.post(&format!("/devui/simtree/{t}/advance"), &json!({"parent": 0, "turns": 1})).await;
     assert_eq!((st, adv["error"].clone()), (200, Value::Null), "{adv}");
     let usage = s.get(&format!("/devui/simtree/{t}/usage")).await.1;
-    let one_call = usage["usage"]["money"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("priced usage: {usage}"));
+    let one_call = usage["usage"]["money"].as_f64().unwrap_or_else(|| panic!("priced usage: {usage}"));
     assert!((one_call - billed(&fake, 30.0, 60.0)).abs() < 1e-12, "{usage}");
-    let (st, est) = s
-        .post(&p("advance_multi"), &json!({"parent": 0, "turns": 5, "count": 4}))
-        .await;
+    let (st, est) = s.post(&p("advance_multi"), &json!({"parent": 0, "turns": 5, "count": 4})).await;
     assert_eq!(st, 200, "{est}");
     let calls_so_far = fake.calls.load(Ordering::SeqCst);
     assert_eq!(est["calls"].as_u64(), Some(20 * calls_so_far), "{est}");
     let money = est["money"].as_f64().unwrap_or_else(|| panic!("{est}"));
-    assert!(
-        (money - 20.0 * one_call).abs() < 0.2 * money,
-        "{est} vs {one_call} per call"
-    );
+    assert!((money - 20.0 * one_call).abs() < 0.2 * money, "{est} vs {one_call} per call");
     assert!(est["basis"].as_str().unwrap().contains("recorded"), "{est}");
     let sweep = json!({"parent": 0, "turns": 2, "replicates": 3,
         "axes": [{"label": "news", "op": {"op": "public_broadcast"}, "field": "text", "values": ["rain", "sun"]}],
         "metrics": {"actions": "count:action_end"}});
     let (st, est) = s.post(&p("sweep"), &sweep).await;
     assert_eq!((st, est["calls"].as_u64()), (200, Some(12 * calls_so_far)), "{est}");
-    let (st, bad) = s
-        .post(
-            &format!("/devui/simtree/{t}/advance?estimate=maybe"),
-            &json!({"parent": 0, "turns": 1}),
-        )
-        .await;
+    let (st, bad) =
+        s.post(&format!("/devui/simtree/{t}/advance?estimate=maybe"), &json!({"parent": 0, "turns": 1})).await;
     assert_eq!(st, 422, "{bad}");
-    assert_eq!(
-        fake.calls.load(Ordering::SeqCst),
-        calls_so_far,
-        "estimates made no call"
-    );
+    assert_eq!(fake.calls.load(Ordering::SeqCst), calls_so_far, "estimates made no call");
     assert_eq!(nodes(s.get(&format!("/devui/simtree/{t}/graph")).await.1), 2);
 
     // A sweep's table prices each cell's replicates.
@@ -503,45 +387,25 @@ async fn estimates_cost_nothing_and_a_money_budget_is_never_exceeded() {
         let replicate = cell["children"][0].as_u64().unwrap();
         let info = s.get(&format!("/devui/simtree/{t}/node/{replicate}/info")).await.1;
         let money = info["usage"]["money"].as_f64().unwrap_or_else(|| panic!("{info}"));
-        assert!(
-            (cell["money"].as_f64().unwrap() - money).abs() < 1e-12,
-            "{cell} vs {info}"
-        );
+        assert!((cell["money"].as_f64().unwrap() - money).abs() < 1e-12, "{cell} vs {info}");
     }
 
     // Eight concurrent runs that would need far more than the budget: calls are admitted only
     // while their most possible cost fits, so what the provider billed stays within it.
-    let (st, multi) = s
-        .post(
-            &format!("/devui/simtree/{t}/advance_multi"),
-            &json!({"parent": 0, "turns": 30, "count": 8}),
-        )
-        .await;
+    let (st, multi) =
+        s.post(&format!("/devui/simtree/{t}/advance_multi"), &json!({"parent": 0, "turns": 30, "count": 8})).await;
     assert_eq!(st, 200, "{multi}");
     let usage = s.get(&format!("/devui/simtree/{t}/usage")).await.1;
-    let spent = usage["money_budget"]["spent"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{usage}"));
+    let spent = usage["money_budget"]["spent"].as_f64().unwrap_or_else(|| panic!("{usage}"));
     let bill = billed(&fake, 30.0, 60.0);
-    assert!(
-        bill <= limit,
-        "the provider billed ${bill} of a ${limit} budget: {usage}"
-    );
-    assert!(
-        (spent - bill).abs() < 1e-9 && (usage["usage"]["money"].as_f64().unwrap() - bill).abs() < 1e-9,
-        "{usage}"
-    );
+    assert!(bill <= limit, "the provider billed ${bill} of a ${limit} budget: {usage}");
+    assert!((spent - bill).abs() < 1e-9 && (usage["usage"]["money"].as_f64().unwrap() - bill).abs() < 1e-9, "{usage}");
     assert!(bill > limit / 2.0, "the budget was used, not refused at once: ${bill}");
     let child = multi["children"][0].as_u64().unwrap();
     let info = s.get(&format!("/devui/simtree/{t}/node/{child}/info")).await.1;
     assert!(info["error"].as_str().unwrap_or("").contains("money budget"), "{info}");
     // What is left admits only calls small enough to fit (a short prompt at the root), never more.
-    let (_, more) = s
-        .post(
-            &format!("/devui/simtree/{t}/advance"),
-            &json!({"parent": 0, "turns": 30}),
-        )
-        .await;
+    let (_, more) = s.post(&format!("/devui/simtree/{t}/advance"), &json!({"parent": 0, "turns": 30})).await;
     assert!(more["error"].as_str().unwrap_or("").contains("money budget"), "{more}");
     let bill = billed(&fake, 30.0, 60.0);
     assert!(bill <= limit, "the provider billed ${bill} of a ${limit} budget");
@@ -563,9 +427,7 @@ async fn a_provider_ignoring_max_tokens_overruns_the_money_budget_once_and_no_ca
         }))
     }
     let calls = Arc::new(AtomicU64::new(0));
-    let app = axum::Router::new()
-        .route("/v1/chat/completions", post(greedy))
-        .with_state(calls.clone());
+    let app = axum::Router::new().route("/v1/chat/completions", post(greedy)).with_state(calls.clone());
     let (url, _task) = serve_provider(app).await;
     let prices = std::env::temp_dir().join(format!("simtree-greedy-prices-{}.json", std::process::id()));
     std::fs::write(&prices, r#"{"fake-model": {"prompt": 30, "completion": 60}}"#).unwrap();
@@ -574,35 +436,19 @@ async fn a_provider_ignoring_max_tokens_overruns_the_money_budget_once_and_no_ca
     let advance = |parent: u64| {
         let s = &s;
         async move {
-            let (st, reply) = s
-                .post(
-                    &format!("/devui/simtree/{t}/advance"),
-                    &json!({"parent": parent, "turns": 3}),
-                )
-                .await;
+            let (st, reply) =
+                s.post(&format!("/devui/simtree/{t}/advance"), &json!({"parent": parent, "turns": 3})).await;
             assert_eq!(st, 200, "{reply}");
             reply
         }
     };
     let first = advance(0).await;
-    assert!(
-        first["error"].as_str().unwrap_or("").contains("money budget"),
-        "{first}"
-    );
-    assert_eq!(
-        calls.load(Ordering::SeqCst),
-        1,
-        "the call that overran was the last one sent"
-    );
+    assert!(first["error"].as_str().unwrap_or("").contains("money budget"), "{first}");
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the call that overran was the last one sent");
     let usage = s.get(&format!("/devui/simtree/{t}/usage")).await.1;
-    let spent = usage["money_budget"]["spent"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{usage}"));
+    let spent = usage["money_budget"]["spent"].as_f64().unwrap_or_else(|| panic!("{usage}"));
     let billed = (100.0 * 30.0 + 1_000_000.0 * 60.0) / 1e6;
-    assert!(
-        (spent - billed).abs() < 1e-9,
-        "the overrun is booked as billed: {usage}"
-    );
+    assert!((spent - billed).abs() < 1e-9, "the overrun is booked as billed: {usage}");
     // Every later call is refused before it is sent, from any node.
     for parent in [0, first["child"].as_u64().unwrap()] {
         let more = advance(parent).await;
@@ -632,19 +478,10 @@ async fn a_same_seed_fan_out_makes_one_upstream_call_per_step() {
         );
         let t = s.create("simple_chat").await;
         let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
-        let (st, multi) = s
-            .post(
-                &p("/advance_multi"),
-                &json!({"parent": 0, "turns": 3, "count": 4, "same_seed": true}),
-            )
-            .await;
+        let (st, multi) =
+            s.post(&p("/advance_multi"), &json!({"parent": 0, "turns": 3, "count": 4, "same_seed": true})).await;
         assert_eq!(st, 200, "{multi}");
-        let children: Vec<u64> = multi["children"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c.as_u64().unwrap())
-            .collect();
+        let children: Vec<u64> = multi["children"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).collect();
         let mut per_child = Vec::new();
         for &c in &children {
             let info = s.get(&p(&format!("/node/{c}/info"))).await.1;
@@ -663,10 +500,7 @@ async fn a_same_seed_fan_out_makes_one_upstream_call_per_step() {
             let one = s.get(&p(&format!("/node/{}/info", children[0]))).await.1["usage"].clone();
             let full = one["money"].as_f64().unwrap() + one["saved"].as_f64().unwrap_or(0.0);
             let (money, saved) = (usage["money"].as_f64().unwrap(), usage["saved"].as_f64().unwrap());
-            assert!(
-                (money - full).abs() < 1e-12 && (saved - 3.0 * full).abs() < 1e-12,
-                "{usage} {one}"
-            );
+            assert!((money - full).abs() < 1e-12 && (saved - 3.0 * full).abs() < 1e-12, "{usage} {one}");
         } else {
             assert_eq!(upstream, 4 * steps, "coalescing off: {usage}");
             assert!(usage.get("coalesced_calls").is_none(), "{usage}");
@@ -674,9 +508,7 @@ async fn a_same_seed_fan_out_makes_one_upstream_call_per_step() {
         // The children of an ordinary fan-out have seeds of their own: their calls are never
         // shared, even when their prompts are equal, so their samples stay independent.
         let before = fake.calls.load(Ordering::SeqCst);
-        let (st, other) = s
-            .post(&p("/advance_multi"), &json!({"parent": 0, "turns": 2, "count": 3}))
-            .await;
+        let (st, other) = s.post(&p("/advance_multi"), &json!({"parent": 0, "turns": 2, "count": 3})).await;
         assert_eq!(st, 200, "{other}");
         let mut made = 0;
         for c in other["children"].as_array().unwrap() {
@@ -701,10 +533,7 @@ async fn a_same_seed_fan_out_makes_one_upstream_call_per_step() {
             let calls = calls["calls"].as_array().unwrap().clone();
             assert_eq!(calls.len() as u64, steps);
             coalesced += calls.iter().filter(|c| c["coalesced"] == true).count() as u64;
-            assert!(
-                calls.iter().all(|c| c["cache"]["how"] == "prompt_cache_key"),
-                "{calls:?}"
-            );
+            assert!(calls.iter().all(|c| c["cache"]["how"] == "prompt_cache_key"), "{calls:?}");
         }
         assert_eq!(coalesced, if coalesce { 3 * steps } else { 0 });
     }
@@ -740,23 +569,14 @@ async fn gemini_generate(
     assert_eq!(call, "gemini-test:generateContent");
     g.calls.lock().unwrap().push(body.clone());
     if g.break_after_create && !g.created.lock().unwrap().is_empty() {
-        return (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Json(json!({"error": {"message": "internal error"}})),
-        );
+        return (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({"error": {"message": "internal error"}})));
     }
     let mut full = body.clone();
     let mut cached = 0;
     if let Some(name) = body["cachedContent"].as_str() {
-        assert!(
-            body.get("systemInstruction").is_none(),
-            "a call naming a cache sets no system instruction"
-        );
+        assert!(body.get("systemInstruction").is_none(), "a call naming a cache sets no system instruction");
         let Some(cache) = g.caches.lock().unwrap().get(name).cloned() else {
-            return (
-                StatusCode::NOT_FOUND,
-                Json(json!({"error": {"message": format!("{name} not found")}})),
-            );
+            return (StatusCode::NOT_FOUND, Json(json!({"error": {"message": format!("{name} not found")}})));
         };
         let mut contents = cache["contents"].as_array().cloned().unwrap_or_default();
         contents.extend(body["contents"].as_array().cloned().unwrap_or_default());
@@ -777,10 +597,7 @@ async fn gemini_generate(
 async fn gemini_create(State(g): State<Gemini>, Json(body): Json<Value>) -> (StatusCode, Json<Value>) {
     g.created.lock().unwrap().push(body.clone());
     if g.refuse {
-        return (
-            StatusCode::BAD_REQUEST,
-            Json(json!({"error": {"message": "Cached content is too small"}})),
-        );
+        return (StatusCode::BAD_REQUEST, Json(json!({"error": {"message": "Cached content is too small"}})));
     }
     let name = format!("cachedContents/c{}", g.created.lock().unwrap().len());
     g.caches.lock().unwrap().insert(name.clone(), body.clone());
@@ -835,10 +652,7 @@ async fn gemini_delete(State(g): State<Gemini>, axum::extract::Path(id): axum::e
 #[tokio::test(flavor = "multi_thread")]
 async fn a_gemini_fan_out_shares_one_cached_content_per_agent_and_deletes_it_after() {
     for refuse in [false, true] {
-        let g = Gemini {
-            refuse,
-            ..Gemini::default()
-        };
+        let g = Gemini { refuse, ..Gemini::default() };
         let (s, _task) = gemini_server(&g, &[], &[]).await;
         let tree = s.create("simple_chat").await;
         let parent = simtree_e2e::advance(&s, tree, 0, 6).await;
@@ -860,12 +674,7 @@ async fn a_gemini_fan_out_shares_one_cached_content_per_agent_and_deletes_it_aft
             for call in trace["calls"].as_array().unwrap() {
                 hows.insert(call["cache"]["how"].as_str().unwrap_or("").to_string());
                 if call["cache"]["how"] == "cached_content" {
-                    assert!(
-                        call["cache"]["cached_content"]
-                            .as_str()
-                            .unwrap()
-                            .starts_with("cachedContents/")
-                    );
+                    assert!(call["cache"]["cached_content"].as_str().unwrap().starts_with("cachedContents/"));
                     assert!(call["cached_tokens"].as_u64().unwrap() > 0, "{call}");
                 }
             }
@@ -878,11 +687,7 @@ async fn a_gemini_fan_out_shares_one_cached_content_per_agent_and_deletes_it_aft
         } else {
             // One cache per agent (its siblings waited for it), named by each child's calls.
             assert_eq!(created.len(), g.caches.lock().unwrap().len() + deleted.len());
-            assert!(
-                named >= 4 * created.len(),
-                "{named} calls named {} caches",
-                created.len()
-            );
+            assert!(named >= 4 * created.len(), "{named} calls named {} caches", created.len());
             assert!(hows.contains("cached_content"), "{hows:?}");
             assert_eq!(deleted.len(), created.len(), "every cache is deleted after the fan-out");
             assert!(g.caches.lock().unwrap().is_empty());
@@ -908,10 +713,7 @@ fn gemini_prices(storage: f64) -> std::path::PathBuf {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_gemini_cache_create_is_metered_priced_and_charged_to_the_budget() {
     for count in [true, false] {
-        let g = Gemini {
-            count,
-            ..Gemini::default()
-        };
+        let g = Gemini { count, ..Gemini::default() };
         let prices = gemini_prices(4.5);
         let flags = ["--prices", prices.to_str().unwrap(), "--money-budget", "100"];
         let (s, _task) = gemini_server(&g, &flags, &[]).await;
@@ -935,20 +737,15 @@ async fn a_gemini_cache_create_is_metered_priced_and_charged_to_the_budget() {
                     / 1e6;
                 let stored = tokens as f64 * (1.0 + 4.5) / 1e6;
                 let money = call["money"].as_f64().unwrap();
-                assert!(
-                    (money - own - stored).abs() < 1e-12,
-                    "{money} ≠ {own} + {stored}: {call}"
-                );
+                assert!((money - own - stored).abs() < 1e-12, "{money} ≠ {own} + {stored}: {call}");
                 recorded.push(tokens);
                 creator = Some(*child);
             }
         }
         // One record per cache created, with the tokens its answer gave, else those the call
         // that used it was served from (the fake's quarter of the cache's bytes).
-        let mut want: Vec<u64> = created
-            .iter()
-            .map(|c| c.to_string().len() as u64 / 4 + if count { 7 } else { 0 })
-            .collect();
+        let mut want: Vec<u64> =
+            created.iter().map(|c| c.to_string().len() as u64 / 4 + if count { 7 } else { 0 }).collect();
         want.sort_unstable();
         recorded.sort_unstable();
         assert_eq!(recorded, want, "count in the create's answer: {count}");
@@ -958,18 +755,11 @@ async fn a_gemini_cache_create_is_metered_priced_and_charged_to_the_budget() {
         let spent = usage["money_budget"]["spent"].as_f64().unwrap();
         let stored: f64 = recorded.iter().map(|&t| t as f64 * 5.5 / 1e6).sum();
         assert!(money > stored, "{usage}");
-        assert!(
-            (money - spent).abs() < 1e-9,
-            "the budget charged {spent}, the calls cost {money}"
-        );
+        assert!((money - spent).abs() < 1e-9, "the budget charged {spent}, the calls cost {money}");
         // A replay answers from the recording that holds the cache's record, with no call.
         let before = g.calls.lock().unwrap().len();
-        let again = simtree_e2e::ok(
-            &s,
-            &format!("/devui/simtree/{tree}/replay"),
-            json!({"node": creator.unwrap()}),
-        )
-        .await;
+        let again =
+            simtree_e2e::ok(&s, &format!("/devui/simtree/{tree}/replay"), json!({"node": creator.unwrap()})).await;
         let replay = again["child"].as_u64().unwrap();
         let info = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/node/{replay}/info")).await;
         assert_eq!(info["status"], "done", "{info}");
@@ -982,10 +772,7 @@ async fn a_gemini_cache_create_is_metered_priced_and_charged_to_the_budget() {
 /// same money, carried by a record of the failed call that the calls trace shows on it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cache_created_by_a_call_that_then_fails_is_in_usage_as_in_the_budget() {
-    let g = Gemini {
-        break_after_create: true,
-        ..Gemini::default()
-    };
+    let g = Gemini { break_after_create: true, ..Gemini::default() };
     let prices = gemini_prices(4.5);
     let flags = ["--prices", prices.to_str().unwrap(), "--money-budget", "100"];
     let (s, _task) = gemini_server(&g, &flags, &[("LLM_MAX_RETRIES", "0")]).await;
@@ -1002,14 +789,8 @@ async fn a_cache_created_by_a_call_that_then_fails_is_in_usage_as_in_the_budget(
     let spent = usage["money_budget"]["spent"].as_f64().unwrap();
     let earlier = before["usage"]["money"].as_f64().unwrap();
     assert!(spent > earlier, "the budget was charged for the cache: {usage}");
-    assert!(
-        (money - spent).abs() < 1e-9,
-        "the budget charged {spent}, usage says {money}"
-    );
-    assert_eq!(
-        usage["usage"]["calls"], before["usage"]["calls"],
-        "a failed call is no answered call"
-    );
+    assert!((money - spent).abs() < 1e-9, "the budget charged {spent}, usage says {money}");
+    assert_eq!(usage["usage"]["calls"], before["usage"]["calls"], "a failed call is no answered call");
     // The failed child's calls trace shows the failed call with the cache it created.
     let graph = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/graph")).await;
     let mut carried = 0.0;
@@ -1027,10 +808,7 @@ async fn a_cache_created_by_a_call_that_then_fails_is_in_usage_as_in_the_budget(
             }
         }
     }
-    assert!(
-        (earlier + carried - money).abs() < 1e-9,
-        "{earlier} before, {carried} for the caches, {money} in all"
-    );
+    assert!((earlier + carried - money).abs() < 1e-9, "{earlier} before, {carried} for the caches, {money} in all");
 }
 
 /// An estimate of a fan-out that will create explicit caches includes their most possible
@@ -1110,10 +888,7 @@ async fn an_explorations_round_of_four_replicates_shares_one_cached_content_per_
         if table["status"] != "running" {
             break;
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the exploration did not end: {table}"
-        );
+        assert!(std::time::Instant::now() < deadline, "the exploration did not end: {table}");
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     fan_outs_shared_their_caches(&g, 2, "each candidate's replicates").await;
@@ -1124,13 +899,7 @@ async fn an_explorations_round_of_four_replicates_shares_one_cached_content_per_
 async fn fan_outs_shared_their_caches(g: &Gemini, least: usize, whose: &str) {
     let created = g.created.lock().unwrap().len();
     assert!(created >= least, "{whose} created {created} caches, fewer than {least}");
-    let named = g
-        .calls
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|c| c["cachedContent"].is_string())
-        .count();
+    let named = g.calls.lock().unwrap().iter().filter(|c| c["cachedContent"].is_string()).count();
     assert!(named >= 4 * created, "{named} calls named {created} caches");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while g.deleted.lock().unwrap().len() < created && std::time::Instant::now() < deadline {
@@ -1144,10 +913,7 @@ async fn fan_outs_shared_their_caches(g: &Gemini, least: usize, whose: &str) {
 /// budget held for it: the tree's money stays within its budget.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cache_create_that_claims_a_billion_tokens_is_charged_at_most_its_prefix() {
-    let g = Gemini {
-        inflate: true,
-        ..Gemini::default()
-    };
+    let g = Gemini { inflate: true, ..Gemini::default() };
     let prices = gemini_prices(4.5);
     let flags = ["--prices", prices.to_str().unwrap(), "--money-budget", "100"];
     let (s, _task) = gemini_server(&g, &flags, &[]).await;
@@ -1211,9 +977,7 @@ async fn a_replaced_plan_costs_the_agents_cached_prefix_unless_the_state_goes_la
         if let Some(l) = layout {
             body["prompt_layout"] = json!(l);
         }
-        let tree = simtree_e2e::ok(&s, "/devui/simtree", body).await["id"]
-            .as_u64()
-            .unwrap();
+        let tree = simtree_e2e::ok(&s, "/devui/simtree", body).await["id"].as_u64().unwrap();
         let node = simtree_e2e::advance(&s, tree, 0, 6).await;
         let bulletin = json!({"op": "public_broadcast", "text": "The hall closes at noon today."});
         let plan = json!({"op": "agent_plan_replace", "name": "Host", "plan_state": {
@@ -1221,12 +985,8 @@ async fn a_replaced_plan_costs_the_agents_cached_prefix_unless_the_state_goes_la
             "strategy": "Keep every turn short."}});
         let mut shares = Vec::new();
         for ops in [vec![bulletin.clone()], vec![bulletin, plan]] {
-            let b = simtree_e2e::ok(
-                &s,
-                &format!("/devui/simtree/{tree}/branch"),
-                json!({"parent": node, "ops": ops}),
-            )
-            .await;
+            let b = simtree_e2e::ok(&s, &format!("/devui/simtree/{tree}/branch"), json!({"parent": node, "ops": ops}))
+                .await;
             let child = simtree_e2e::advance(&s, tree, b["child"].as_u64().unwrap(), 3).await;
             let info = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/node/{child}/info")).await;
             let share = info["usage"]["cacheable_share"].as_f64().unwrap_or(0.0);
@@ -1241,12 +1001,7 @@ async fn a_replaced_plan_costs_the_agents_cached_prefix_unless_the_state_goes_la
     }
     assert!(drops[0] > 0.03, "a replaced plan repeats less: {drops:?}");
     assert!(drops[1] < 0.01, "with the state last it keeps the prefix: {drops:?}");
-    let (st, r) = s
-        .post(
-            "/devui/simtree",
-            &json!({"scenario": "simple_chat", "prompt_layout": "plan_first"}),
-        )
-        .await;
+    let (st, r) = s.post("/devui/simtree", &json!({"scenario": "simple_chat", "prompt_layout": "plan_first"})).await;
     assert!(st == 400 || st == 422, "{st} {r}");
     assert!(r.to_string().contains("prompt_layout"), "{r}");
 }

@@ -33,10 +33,7 @@ impl Llama {
             std::env::var(name)
                 .unwrap_or_else(|_| panic!("{name} is unset: run these tests with `cargo xtask llm-e2e`"))
         };
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
         let child = Command::new(var("SIMTREE_REAL_LLM_PYTHON"))
             .args(["-m", "llama_cpp.server", "--model"])
             .arg(var("SIMTREE_REAL_LLM_MODEL"))
@@ -47,18 +44,12 @@ impl Llama {
             .stderr(Stdio::null())
             .spawn()
             .expect("start llama_cpp.server");
-        let mut llama = Llama {
-            child: Some(child),
-            url: format!("http://127.0.0.1:{port}/v1"),
-        };
+        let mut llama = Llama { child: Some(child), url: format!("http://127.0.0.1:{port}/v1") };
         let deadline = Instant::now() + Duration::from_secs(120);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             let exited = llama.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
             assert!(exited.is_none(), "llama_cpp.server exited at start: {exited:?}");
-            assert!(
-                Instant::now() < deadline,
-                "llama_cpp.server did not listen within 120 s"
-            );
+            assert!(Instant::now() < deadline, "llama_cpp.server did not listen within 120 s");
             std::thread::sleep(Duration::from_millis(250));
         }
         llama
@@ -156,9 +147,7 @@ async fn grammar_constrained_structured_output_parses_as_json() {
     let llama = Llama::start();
     // The config asks for the default form (json_schema), which llama-cpp-python refuses; the
     // client must find json_object + schema by itself.
-    let report = e2e::smoke(&e2e::local_config(&llama.url))
-        .await
-        .expect("plain chat and structured output");
+    let report = e2e::smoke(&e2e::local_config(&llama.url)).await.expect("plain chat and structured output");
     println!(
         "real model, smoke: {:?} / {} — {} prompt + {} completion tokens in {:.2} s = {:.1} tok/s",
         report.text,
@@ -178,25 +167,14 @@ async fn abm_generation_cut_at_max_tokens_names_the_cause_and_the_limit() {
     let llama = Llama::start();
     let s = simtree_for(&llama, &[("LLM_MAX_TOKENS", "64")]);
     let started = Instant::now();
-    let (st, body) = s
-        .post(
-            "/api/abm/generate",
-            &json!({"prompt": "A forest fire spreading on a grid."}),
-        )
-        .await;
-    println!(
-        "real model, ABM generation attempt: {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
+    let (st, body) = s.post("/api/abm/generate", &json!({"prompt": "A forest fire spreading on a grid."})).await;
+    println!("real model, ABM generation attempt: {:.1} s", started.elapsed().as_secs_f64());
     assert_eq!(st, 200, "{body}");
     // No model in sd-ai's format fits in 64 tokens: the grammar keeps the JSON well-formed until
     // the limit cuts it, and the answer must say exactly that.
     assert_eq!(body["success"], false, "{body}");
     let message = body["message"].as_str().unwrap();
-    assert!(
-        message.contains("cut off at the max_tokens limit (64 tokens)"),
-        "{message}"
-    );
+    assert!(message.contains("cut off at the max_tokens limit (64 tokens)"), "{message}");
 }
 
 #[tokio::test]

@@ -20,10 +20,7 @@ impl Drop for Killed {
 
 #[tokio::test]
 async fn a_copied_binary_serves_the_ui_and_the_shipped_scenarios_with_the_checkout_out_of_reach() {
-    let checkout = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .canonicalize()
-        .unwrap();
+    let checkout = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().unwrap();
     let built_with_ui = checkout.join("frontend/dist/index.html").is_file();
     let place = std::env::temp_dir().join(format!("simtree-copied-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&place);
@@ -50,28 +47,14 @@ async fn a_copied_binary_serves_the_ui_and_the_shipped_scenarios_with_the_checko
         .expect("bwrap (installed by cargo xtask test)");
     let mut child = Killed(child);
     let mut line = String::new();
-    BufReader::new(child.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let addr = simtree_e2e::listening_address(&line);
     assert!(!addr.is_empty(), "no listening line: {line:?}");
     let base = format!("http://{addr}");
     let http = reqwest::Client::new();
 
-    let scenarios: Value = http
-        .get(format!("{base}/api/scenarios"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let ids: Vec<&str> = scenarios
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|s| s["id"].as_str())
-        .collect();
+    let scenarios: Value = http.get(format!("{base}/api/scenarios")).send().await.unwrap().json().await.unwrap();
+    let ids: Vec<&str> = scenarios.as_array().unwrap().iter().filter_map(|s| s["id"].as_str()).collect();
     for id in ["simple_chat", "werewolf", "momentum_tech", "sir_network"] {
         assert!(ids.contains(&id), "{id} missing from {ids:?}");
     }
@@ -114,15 +97,8 @@ async fn a_copied_binary_serves_the_ui_and_the_shipped_scenarios_with_the_checko
             .await
             .unwrap();
         assert_eq!(wasm.status(), 200);
-        assert!(
-            wasm.headers().get("link").is_none(),
-            "only pages carry the preload links"
-        );
-        assert_eq!(
-            wasm.headers()["content-encoding"],
-            "gzip",
-            "static files are compressed"
-        );
+        assert!(wasm.headers().get("link").is_none(), "only pages carry the preload links");
+        assert_eq!(wasm.headers()["content-encoding"], "gzip", "static files are compressed");
     }
     drop(child);
     let _ = std::fs::remove_dir_all(&place);

@@ -169,10 +169,7 @@ fn stream_of(dialect: Dialect, a: &Answer) -> (String, String) {
                     json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}}),
                 ));
             }
-            body.push_str(&named(
-                "content_block_stop",
-                json!({"type": "content_block_stop", "index": 0}),
-            ));
+            body.push_str(&named("content_block_stop", json!({"type": "content_block_stop", "index": 0})));
             if let Some(d) = &a.decision {
                 body.push_str(&named(
                     "content_block_start",
@@ -186,10 +183,7 @@ fn stream_of(dialect: Dialect, a: &Answer) -> (String, String) {
                                "delta": {"type": "input_json_delta", "partial_json": piece}}),
                     ));
                 }
-                body.push_str(&named(
-                    "content_block_stop",
-                    json!({"type": "content_block_stop", "index": 1}),
-                ));
+                body.push_str(&named("content_block_stop", json!({"type": "content_block_stop", "index": 1})));
             }
             let stop = if a.decision.is_some() { "tool_use" } else { "end_turn" };
             let mut end = named(
@@ -210,9 +204,7 @@ fn stream_of(dialect: Dialect, a: &Answer) -> (String, String) {
                 body.push_str(&sse(chunk(json!([{"text": piece}]))));
             }
             if let Some(d) = &a.decision {
-                body.push_str(&sse(chunk(
-                    json!([{"functionCall": {"name": "submit_decision", "args": d}}]),
-                )));
+                body.push_str(&sse(chunk(json!([{"functionCall": {"name": "submit_decision", "args": d}}]))));
             }
             let end = sse(
                 json!({"candidates": [{"content": {"role": "model", "parts": [{"text": ""}]}, "finishReason": "STOP"}],
@@ -356,15 +348,10 @@ async fn watch(s: &Server, tree: u64) -> Watcher {
 /// The `delta` messages a watcher got until the run of `node` finished.
 async fn deltas_until_finish(w: &mut Watcher, node: u64) -> Vec<Value> {
     let (seen, finished) = w
-        .until(Duration::from_secs(60), |m| {
-            m["type"] == "run_finish" && m["data"]["node"].as_u64() == Some(node)
-        })
+        .until(Duration::from_secs(60), |m| m["type"] == "run_finish" && m["data"]["node"].as_u64() == Some(node))
         .await;
     assert!(finished, "the run finished: {seen:?}");
-    seen.into_iter()
-        .filter(|m| m["type"] == "delta")
-        .map(|m| m["data"].clone())
-        .collect()
+    seen.into_iter().filter(|m| m["type"] == "delta").map(|m| m["data"].clone()).collect()
 }
 
 /// The texts of the calls the deltas carry, call by call (pieces put at their `at`).
@@ -446,12 +433,7 @@ async fn streamed_run_is_plain_run(dialect: Dialect, scenario: &str) {
         let mut w = watch(s, tree).await;
         fake.replies.lock().unwrap().clear();
         let before = fake.seen.lock().unwrap().len();
-        let (_, started) = s
-            .post(
-                &format!("/devui/simtree/{tree}/advance"),
-                &json!({"parent": 0, "turns": 2}),
-            )
-            .await;
+        let (_, started) = s.post(&format!("/devui/simtree/{tree}/advance"), &json!({"parent": 0, "turns": 2})).await;
         let node = started["child"].as_u64().unwrap();
         assert_eq!(started.get("error"), None, "{started}");
         let deltas = deltas_until_finish(&mut w, node).await;
@@ -461,10 +443,7 @@ async fn streamed_run_is_plain_run(dialect: Dialect, scenario: &str) {
         out.push((tree, node, deltas, sent, replies, logs, recorded(s, tree, node).await));
     }
     let (tree, node, deltas, sent, replies, logs, calls) = &out[0];
-    assert!(
-        !sent.is_empty() && sent.iter().all(|(streamed, _)| *streamed),
-        "{dialect:?}: streamed while watched"
-    );
+    assert!(!sent.is_empty() && sent.iter().all(|(streamed, _)| *streamed), "{dialect:?}: streamed while watched");
     if dialect == Dialect::OpenAi {
         assert_eq!(sent[0].1["stream_options"], json!({"include_usage": true}));
     }
@@ -473,21 +452,14 @@ async fn streamed_run_is_plain_run(dialect: Dialect, scenario: &str) {
     same(&live, replies);
     let (_, _, plain_deltas, plain_sent, _, plain_logs, plain_calls) = &out[1];
     assert!(plain_sent.iter().all(|(streamed, _)| !*streamed), "LLM_STREAM=false");
-    assert_eq!(
-        plain_deltas,
-        &Vec::<Value>::new(),
-        "nothing streams, nothing is sent live"
-    );
+    assert_eq!(plain_deltas, &Vec::<Value>::new(), "nothing streams, nothing is sent live");
     assert_eq!(logs, plain_logs, "the same log bytes");
     assert_eq!(calls, plain_calls, "the same recording");
     let text = serde_json::to_string(calls).unwrap();
     assert!(text.contains("café ☕ 😀") && !text.contains("sk-streaming-secret"));
     if scenario == "llm_trader" {
         assert!(logs.contains("AAPL"), "{dialect:?}: the decision is stored: {logs}");
-        assert!(
-            live.iter().all(|t| !t.contains("orders")),
-            "the tool input is not shown"
-        );
+        assert!(live.iter().all(|t| !t.contains("orders")), "the tool input is not shown");
     }
 
     // Replay: the same log, no call at all.
@@ -508,15 +480,8 @@ async fn streamed_run_is_plain_run(dialect: Dialect, scenario: &str) {
     let quiet = s.create(scenario).await;
     let before = fake.seen.lock().unwrap().len();
     let n = advance(s, quiet, 0, 2).await;
-    assert!(
-        fake.seen.lock().unwrap()[before..]
-            .iter()
-            .all(|(streamed, _)| !*streamed)
-    );
-    assert_eq!(
-        simtree_e2e::text(s, &format!("/devui/simtree/{quiet}/node/{n}/logs")).await,
-        *logs
-    );
+    assert!(fake.seen.lock().unwrap()[before..].iter().all(|(streamed, _)| !*streamed));
+    assert_eq!(simtree_e2e::text(s, &format!("/devui/simtree/{quiet}/node/{n}/logs")).await, *logs);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -560,19 +525,12 @@ async fn hostile_streams(dialect: Dialect) {
         let mut w = watch(&s, tree).await;
         let before = fake.seen.lock().unwrap().len();
         let t0 = Instant::now();
-        let (path, body) = (
-            format!("/devui/simtree/{tree}/advance"),
-            json!({"parent": 0, "turns": 1}),
-        );
+        let (path, body) = (format!("/devui/simtree/{tree}/advance"), json!({"parent": 0, "turns": 1}));
         let advanced = s.post(&path, &body);
         let (status, reply) = tokio::time::timeout(Duration::from_secs(30), advanced)
             .await
             .unwrap_or_else(|_| panic!("{dialect:?} {mode:?}: the advance did not end"));
-        assert!(
-            t0.elapsed() < Duration::from_secs(15),
-            "{dialect:?} {mode:?} took {:?}",
-            t0.elapsed()
-        );
+        assert!(t0.elapsed() < Duration::from_secs(15), "{dialect:?} {mode:?} took {:?}", t0.elapsed());
         assert_eq!(status, 200, "{dialect:?} {mode:?}: {reply}");
         let node = reply["child"].as_u64().unwrap();
         let error = reply["error"].as_str().unwrap_or_default();
@@ -587,10 +545,7 @@ async fn hostile_streams(dialect: Dialect) {
         assert_eq!(info["status"], "failed", "{dialect:?} {mode:?}: {info}");
         let deltas = deltas_until_finish(&mut w, node).await;
         let live: usize = deltas.iter().map(|d| d["text"].as_str().unwrap().len()).sum();
-        assert!(
-            live <= 64 * 1024,
-            "{dialect:?} {mode:?}: live text is bounded ({live} bytes)"
-        );
+        assert!(live <= 64 * 1024, "{dialect:?} {mode:?}: live text is bounded ({live} bytes)");
     }
 
     // Cut before [DONE]: the attempt fails, the retry streams again from the start (call 1).
@@ -598,12 +553,7 @@ async fn hostile_streams(dialect: Dialect) {
     fake.replies.lock().unwrap().clear();
     let tree = s.create("simple_chat").await;
     let mut w = watch(&s, tree).await;
-    let (_, reply) = s
-        .post(
-            &format!("/devui/simtree/{tree}/advance"),
-            &json!({"parent": 0, "turns": 1}),
-        )
-        .await;
+    let (_, reply) = s.post(&format!("/devui/simtree/{tree}/advance"), &json!({"parent": 0, "turns": 1})).await;
     assert_eq!(reply.get("error"), None, "{reply}");
     let node = reply["child"].as_u64().unwrap();
     let texts = texts(&deltas_until_finish(&mut w, node).await, node);
@@ -614,12 +564,7 @@ async fn hostile_streams(dialect: Dialect) {
     assert_eq!(texts[0], texts[1]);
     // The calls trace counts the provider's retry: the first call took two attempts.
     let (_, calls) = s.get(&format!("/devui/simtree/{tree}/node/{node}/calls")).await;
-    let retries: Vec<u64> = calls["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["retries"].as_u64().unwrap())
-        .collect();
+    let retries: Vec<u64> = calls["calls"].as_array().unwrap().iter().map(|c| c["retries"].as_u64().unwrap()).collect();
     assert_eq!(retries.first(), Some(&1), "{dialect:?}: {calls}");
     assert!(retries[1..].iter().all(|r| *r == 0), "{dialect:?}: {retries:?}");
     // The server is still well.
@@ -635,12 +580,7 @@ async fn the_offline_mock_shows_its_replies_live_and_logs_as_before() {
     let s = Server::start();
     let watched = s.create("council").await;
     let mut w = watch(&s, watched).await;
-    let (_, started) = s
-        .post(
-            &format!("/devui/simtree/{watched}/advance"),
-            &json!({"parent": 0, "turns": 2}),
-        )
-        .await;
+    let (_, started) = s.post(&format!("/devui/simtree/{watched}/advance"), &json!({"parent": 0, "turns": 2})).await;
     assert_eq!(started.get("error"), None, "{started}");
     let node = started["child"].as_u64().unwrap();
     let deltas = deltas_until_finish(&mut w, node).await;
@@ -649,10 +589,7 @@ async fn the_offline_mock_shows_its_replies_live_and_logs_as_before() {
     let logs = simtree_e2e::text(&s, &format!("/devui/simtree/{watched}/node/{node}/logs")).await;
     for text in &live {
         let escaped = serde_json::to_string(text).unwrap();
-        assert!(
-            logs.contains(&escaped[1..escaped.len() - 1]),
-            "each reply is in the log: {text:?}"
-        );
+        assert!(logs.contains(&escaped[1..escaped.len() - 1]), "each reply is in the log: {text:?}");
     }
     drop(w);
 
@@ -682,10 +619,7 @@ async fn a_watched_fan_out_is_not_paced_child_by_child() {
         async move {
             let started = std::time::Instant::now();
             let (st, r) = s
-                .post(
-                    &format!("/devui/simtree/{t}/advance_multi"),
-                    &json!({"parent": 0, "count": 40, "turns": 6}),
-                )
+                .post(&format!("/devui/simtree/{t}/advance_multi"), &json!({"parent": 0, "count": 40, "turns": 6}))
                 .await;
             assert_eq!(st, 200, "{r}");
             started.elapsed()

@@ -17,46 +17,27 @@ async fn page(s: &Server, path: &str) -> (u16, Option<u64>, Option<u64>, String)
 
 /// The rows of a CSV whose cells hold no comma, quote or newline, header first.
 fn plain_csv(text: &str) -> Vec<Vec<String>> {
-    text.lines()
-        .map(|l| l.split(',').map(str::to_string).collect())
-        .collect()
+    text.lines().map(|l| l.split(',').map(str::to_string).collect()).collect()
 }
 
 #[tokio::test]
 async fn a_sweeps_runs_table_carries_the_sweep_tables_numbers_and_each_runs_steps() {
     let s = Server::start();
-    let t = ok(&s, "/devui/simtree", json!({"scenario": "sir_network", "seed": 7})).await["id"]
-        .as_u64()
-        .unwrap();
+    let t = ok(&s, "/devui/simtree", json!({"scenario": "sir_network", "seed": 7})).await["id"].as_u64().unwrap();
     let spec = json!({
         "parent": 0, "turns": 12, "replicates": 3, "seed": 5,
         "axes": [{"label": "rate", "op": {"op": "abm_set_global", "name": "infectionRate"},
                   "field": "value", "values": [0.05, 0.3]}],
         "metrics": {"peak": "max:globalVariable.infectedCount"}
     });
-    let sweep = ok(&s, &format!("/devui/simtree/{t}/sweep"), spec).await["sweep"]
-        .as_u64()
-        .unwrap();
+    let sweep = ok(&s, &format!("/devui/simtree/{t}/sweep"), spec).await["sweep"].as_u64().unwrap();
     let table = finished_sweep(&s, t, sweep).await;
     let route = format!("/devui/simtree/{t}/sweep/{sweep}/table");
 
     let (st, total, next, csv) = page(&s, &route).await;
     assert_eq!((st, next), (200, None), "{csv}");
     let rows = plain_csv(&csv);
-    assert_eq!(
-        rows[0],
-        [
-            "run",
-            "cell",
-            "rate",
-            "replicate",
-            "seed",
-            "node",
-            "step",
-            "variable",
-            "value"
-        ]
-    );
+    assert_eq!(rows[0], ["run", "cell", "rate", "replicate", "seed", "node", "step", "variable", "value"]);
     let rows = &rows[1..];
     assert_eq!(total, Some(rows.len() as u64));
 
@@ -86,12 +67,7 @@ async fn a_sweeps_runs_table_carries_the_sweep_tables_numbers_and_each_runs_step
             .filter(|r| r[0] == m[0] && r[7] == "globalVariable.infectedCount")
             .map(|r| r[8].parse().unwrap())
             .collect();
-        assert_eq!(
-            counts.len(),
-            13,
-            "run {}: one row per step, and the initial state",
-            m[0]
-        );
+        assert_eq!(counts.len(), 13, "run {}: one row per step, and the initial state", m[0]);
         let peak: f64 = m[8].parse().unwrap();
         assert_eq!(counts.iter().cloned().fold(f64::MIN, f64::max), peak, "run {}", m[0]);
     }
@@ -143,10 +119,7 @@ async fn a_sweeps_runs_table_carries_the_sweep_tables_numbers_and_each_runs_step
         assert!(body["detail"].as_str().unwrap().contains(says), "{query}: {body}");
     }
     let (st, body) = s.get(&format!("/devui/simtree/{t}/sweep/9/table")).await;
-    assert_eq!(
-        (st, body["detail"].as_str()),
-        (404, Some("sweep 9 not found in simtree 0"))
-    );
+    assert_eq!((st, body["detail"].as_str()), (404, Some("sweep 9 not found in simtree 0")));
     let (st, _) = s.get("/devui/simtree/42/sweep/0/table").await;
     assert_eq!(st, 404);
     let out = std::process::Command::new(simtree_bin())
@@ -160,12 +133,7 @@ async fn a_sweeps_runs_table_carries_the_sweep_tables_numbers_and_each_runs_step
 #[tokio::test]
 async fn a_log_table_holds_every_entry_once_and_a_path_its_full_log() {
     let s = Server::start();
-    let t = ok(
-        &s,
-        "/devui/simtree",
-        json!({"scenario": "council", "seed": 3, "llm": "scripted"}),
-    )
-    .await["id"]
+    let t = ok(&s, "/devui/simtree", json!({"scenario": "council", "seed": 3, "llm": "scripted"})).await["id"]
         .as_u64()
         .unwrap();
     let a = advance(&s, t, 0, 2).await;
@@ -185,68 +153,38 @@ async fn a_log_table_holds_every_entry_once_and_a_path_its_full_log() {
         async move { s.get(&format!("/devui/simtree/{t}/node/{n}/logs")).await.1 }
     };
     // The path: the node's full log, in order, each row's kind, node and data as the log has them.
-    let (st, total, _, nd) = page(
-        &s,
-        &format!("/devui/simtree/{t}/node/{b}/table?format=ndjson&scope=path"),
-    )
-    .await;
+    let (st, total, _, nd) = page(&s, &format!("/devui/simtree/{t}/node/{b}/table?format=ndjson&scope=path")).await;
     assert_eq!(st, 200);
     let rows: Vec<Value> = nd.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let full = logs(b).await;
     let full = full.as_array().unwrap();
     assert_eq!((rows.len(), total), (full.len(), Some(full.len() as u64)));
     for (i, (r, e)) in rows.iter().zip(full).enumerate() {
-        assert_eq!(
-            (&r["seq"], &r["kind"], &r["node"], &r["data"]),
-            (&json!(i), &e["type"], &e["node"], &e["data"])
-        );
+        assert_eq!((&r["seq"], &r["kind"], &r["node"], &r["data"]), (&json!(i), &e["type"], &e["node"], &e["data"]));
     }
-    let broadcast = rows
-        .iter()
-        .find(|r| r["kind"] == "system_broadcast" && r["node"] == side)
-        .unwrap();
+    let broadcast = rows.iter().find(|r| r["kind"] == "system_broadcast" && r["node"] == side).unwrap();
     assert_eq!(broadcast["text"], "Public Event: Recess, then a vote.");
-    assert!(
-        rows.iter()
-            .filter(|r| r["node"] == b)
-            .all(|r| r["step"].as_i64() >= Some(3)),
-        "b's turn follows a's two"
-    );
+    assert!(rows.iter().filter(|r| r["node"] == b).all(|r| r["step"].as_i64() >= Some(3)), "b's turn follows a's two");
 
     // The whole tree: every node's own entries once, each numbered along its own path.
     let (_, total, _, nd) = page(&s, &format!("/devui/simtree/{t}/node/0/table?format=ndjson")).await;
     let rows: Vec<Value> = nd.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let mut want = 0;
     for n in [0, a, side, b, c] {
-        let own = logs(n)
-            .await
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|e| e["node"] == n)
-            .count();
+        let own = logs(n).await.as_array().unwrap().iter().filter(|e| e["node"] == n).count();
         assert_eq!(rows.iter().filter(|r| r["node"] == n).count(), own, "node {n}");
         want += own;
     }
     assert_eq!((rows.len(), total), (want, Some(want as u64)));
     let first_of_c = rows.iter().find(|r| r["node"] == c).unwrap();
     let before_c = logs(a).await.as_array().unwrap().len();
-    assert_eq!(
-        first_of_c["seq"],
-        json!(before_c),
-        "c's entries follow a's path, not the side branch"
-    );
+    assert_eq!(first_of_c["seq"], json!(before_c), "c's entries follow a's path, not the side branch");
     // A subtree below `side`: its ancestors' entries, its own and b's.
     let (_, below, _, _) = page(&s, &format!("/devui/simtree/{t}/node/{side}/table")).await;
     assert_eq!(below, Some(full.len() as u64));
 
-    let (st, body) = s
-        .get(&format!("/devui/simtree/{t}/node/{b}/table?scope=everything"))
-        .await;
-    assert_eq!(
-        (st, body["detail"].as_str()),
-        (422, Some("scope: \"everything\" is not subtree or path"))
-    );
+    let (st, body) = s.get(&format!("/devui/simtree/{t}/node/{b}/table?scope=everything")).await;
+    assert_eq!((st, body["detail"].as_str()), (422, Some("scope: \"everything\" is not subtree or path")));
     let (st, _) = s.get(&format!("/devui/simtree/{t}/node/99/table")).await;
     assert_eq!(st, 404);
 }

@@ -18,12 +18,7 @@ fn flags<'a>(pg: &'a Postgres, lease_secs: &'a str) -> Vec<&'a str> {
 
 /// `POST …/advance`; the child's id.
 async fn advance(s: &Server, tree: u64, parent: u64) -> u64 {
-    ok(
-        s,
-        &format!("/devui/simtree/{tree}/advance"),
-        json!({"parent": parent, "turns": 1}),
-    )
-    .await["child"]
+    ok(s, &format!("/devui/simtree/{tree}/advance"), json!({"parent": parent, "turns": 1})).await["child"]
         .as_u64()
         .unwrap()
 }
@@ -32,22 +27,13 @@ async fn advance(s: &Server, tree: u64, parent: u64) -> u64 {
 async fn tree_ids(s: &Server) -> Vec<u64> {
     let (status, list) = s.get("/devui/simtree").await;
     assert_eq!(status, 200, "{list}");
-    list.as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["id"].as_u64().unwrap())
-        .collect()
+    list.as_array().unwrap().iter().map(|t| t["id"].as_u64().unwrap()).collect()
 }
 
 async fn node_ids(s: &Server, tree: u64) -> Vec<u64> {
     let (status, g) = s.get(&format!("/devui/simtree/{tree}/graph")).await;
     assert_eq!(status, 200, "{g}");
-    let mut ids: Vec<u64> = g["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n["id"].as_u64().unwrap())
-        .collect();
+    let mut ids: Vec<u64> = g["nodes"].as_array().unwrap().iter().map(|n| n["id"].as_u64().unwrap()).collect();
     ids.sort_unstable();
     ids
 }
@@ -157,9 +143,7 @@ async fn a_graceful_stop_releases_the_lease_at_once() {
 fn tree_ids_taken_at_once_by_two_stores_never_collide() {
     let pg = Postgres::start();
     // The server lease would refuse the second store: these take ids only.
-    let stores: Vec<Store> = (0..2)
-        .map(|_| Store::open_postgres_with(&pg.url, None).expect("store"))
-        .collect();
+    let stores: Vec<Store> = (0..2).map(|_| Store::open_postgres_with(&pg.url, None).expect("store")).collect();
     let taken: Vec<Vec<u64>> = std::thread::scope(|scope| {
         let handles: Vec<_> = stores
             .iter()
@@ -177,10 +161,7 @@ fn tree_ids_taken_at_once_by_two_stores_never_collide() {
     all.sort_unstable();
     all.dedup();
     assert_eq!(all.len(), 400, "some ids were handed out twice");
-    assert!(
-        taken.iter().all(|ids| ids.windows(2).all(|w| w[0] < w[1])),
-        "each store's ids go up"
-    );
+    assert!(taken.iter().all(|ids| ids.windows(2).all(|w| w[0] < w[1])), "each store's ids go up");
     // With its lease, a store refuses to open beside a holder (`serve` follows instead).
     let holder = Store::open_postgres(&pg.url).expect("the first lease");
     let second = Store::open_postgres(&pg.url).err().expect("refused");
@@ -189,10 +170,7 @@ fn tree_ids_taken_at_once_by_two_stores_never_collide() {
     drop(stores);
     // A server on the database goes on after the taken ids.
     let s = Server::start_with(&["--database-url", pg.url.as_str()]);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let t = rt.block_on(s.create("simple_chat"));
     assert_eq!(t, 400);
 }
@@ -231,11 +209,7 @@ async fn a_database_restart_leaves_the_lease_with_its_server() {
     advance(&s, t, last).await;
     let second = Server::try_start_env(&f, &[]).expect("a follower");
     assert!(!second.leads(), "the lease is still held");
-    assert!(
-        second.output().contains(&format!("pid {}", s.pid())),
-        "{}",
-        second.output()
-    );
+    assert!(second.output().contains(&format!("pid {}", s.pid())), "{}", second.output());
 }
 
 /// A server frozen (SIGSTOP) past its lease: another server takes the database over. Thawed,
@@ -253,18 +227,11 @@ async fn a_server_that_lost_its_lease_takes_no_more_writes() {
     let n2 = advance(&second, t, n1).await;
     signal(&first, libc::SIGCONT);
     // Its next renewal (a third of a second) or write finds the lease gone.
-    let (status, reply) = first
-        .post(
-            &format!("/devui/simtree/{t}/advance"),
-            &json!({"parent": n1, "turns": 1}),
-        )
-        .await;
+    let (status, reply) = first.post(&format!("/devui/simtree/{t}/advance"), &json!({"parent": n1, "turns": 1})).await;
     assert_eq!(status, 503, "{reply}");
     // Once it finds the lease taken it stops, naming who holds it now (start it again to follow).
     let mut first = first;
-    let exit = first
-        .wait_exit(Duration::from_secs(10))
-        .expect("the deposed server stops");
+    let exit = first.wait_exit(Duration::from_secs(10)).expect("the deposed server stops");
     assert!(!exit.success(), "{exit}");
     let said = first.output();
     assert!(
@@ -299,12 +266,7 @@ async fn slow_provider(delay: Duration) -> String {
 
 /// The environment that points a server at the provider at `llm` ([`slow_provider`]).
 fn provider_env(llm: &str) -> [(&str, &str); 4] {
-    [
-        ("LLM_DIALECT", "openai"),
-        ("LLM_BASE_URL", llm),
-        ("LLM_API_KEY", "sk-test-secret"),
-        ("LLM_MODEL", "fake-model"),
-    ]
+    [("LLM_DIALECT", "openai"), ("LLM_BASE_URL", llm), ("LLM_API_KEY", "sk-test-secret"), ("LLM_MODEL", "fake-model")]
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -350,19 +312,11 @@ async fn sigterm_lets_runs_finish_then_cancels_the_rest_and_frees_the_database()
     assert!(long["child"].is_u64(), "{long}");
     s.terminate();
     let took = asked.elapsed();
-    assert!(
-        took >= Duration::from_secs(3) && took < Duration::from_secs(15),
-        "stopped after {took:?}"
-    );
+    assert!(took >= Duration::from_secs(3) && took < Duration::from_secs(15), "stopped after {took:?}");
     // Stored so: nothing left running (it would read back as interrupted).
     let store = Store::open_postgres_with(&pg.url, None).unwrap();
     let rows = store.read(move |db| db.nodes(t)).unwrap().rows;
-    let status_of = |id: u64| {
-        rows.iter()
-            .find(|r| r.id == id)
-            .map(|r| format!("{:?}", r.status))
-            .unwrap_or_default()
-    };
+    let status_of = |id: u64| rows.iter().find(|r| r.id == id).map(|r| format!("{:?}", r.status)).unwrap_or_default();
     assert_eq!(status_of(short["child"].as_u64().unwrap()), "Done");
     assert_eq!(status_of(long["child"].as_u64().unwrap()), "Cancelled");
     assert!(rows.iter().all(|r| !r.status.is_running()), "{rows:?}");
@@ -395,12 +349,7 @@ async fn runs_in_flight_across_a_postgresql_restart_end_done() {
                 tokio::spawn(async move {
                     let mut replies = Vec::new();
                     while Instant::now() < until {
-                        let r = http
-                            .post(&url)
-                            .json(&json!({"parent": 0, "turns": 1}))
-                            .send()
-                            .await
-                            .unwrap();
+                        let r = http.post(&url).json(&json!({"parent": 0, "turns": 1})).send().await.unwrap();
                         let status = r.status().as_u16();
                         replies.push((status, r.json::<serde_json::Value>().await.unwrap()));
                         if status == 503 {
@@ -423,10 +372,7 @@ async fn runs_in_flight_across_a_postgresql_restart_end_done() {
                     }
                     503 => {
                         let why = reply["detail"].as_str().unwrap_or_default();
-                        assert!(
-                            why.contains("cannot take writes"),
-                            "{how:?}: a started run was refused: {reply}"
-                        );
+                        assert!(why.contains("cannot take writes"), "{how:?}: a started run was refused: {reply}");
                     }
                     other => panic!("{how:?}: {other} {reply}"),
                 }
@@ -434,12 +380,7 @@ async fn runs_in_flight_across_a_postgresql_restart_end_done() {
         }
         assert!(done > 8, "{how:?}: runs went on across the restart ({done})");
         let (_, g) = s.get(&format!("/devui/simtree/{t}/graph")).await;
-        let failed: Vec<_> = g["nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|n| n["status"] != "done")
-            .collect();
+        let failed: Vec<_> = g["nodes"].as_array().unwrap().iter().filter(|n| n["status"] != "done").collect();
         assert!(failed.is_empty(), "{how:?}: {failed:?}");
     }
 }
@@ -448,14 +389,9 @@ async fn runs_in_flight_across_a_postgresql_restart_end_done() {
 
 /// The YAML documents of `docs/deploy/<file>` as JSON, read by PyYAML (`python3-yaml`).
 fn yaml_documents(file: &str) -> Vec<serde_json::Value> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../docs/deploy")
-        .join(file);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/deploy").join(file);
     let out = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import json, sys, yaml; print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))",
-        ])
+        .args(["-c", "import json, sys, yaml; print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))"])
         .arg(&path)
         .output()
         .expect("python3 runs (the YAML check needs python3 with python3-yaml)");
@@ -479,17 +415,9 @@ fn the_deploy_examples_parse_and_hang_together() {
         let s = &services[name];
         assert!(s["healthcheck"]["test"].to_string().contains("/ready"), "{name}");
         let command = s["command"].to_string();
-        assert!(
-            command.contains(&format!("\"--advertise\",\"http://{name}:8090\"")),
-            "{name}: {command}"
-        );
+        assert!(command.contains(&format!("\"--advertise\",\"http://{name}:8090\"")), "{name}: {command}");
         assert!(s["environment"]["SIMTREE_DATABASE_URL"].is_string(), "{name}");
-        assert!(
-            services["proxy"]["command"]
-                .to_string()
-                .contains(&format!("{name}:8090")),
-            "{name}"
-        );
+        assert!(services["proxy"]["command"].to_string().contains(&format!("{name}:8090")), "{name}");
     }
     assert_eq!(services["worker"]["command"][0], "worker");
     assert_eq!(services["worker"]["deploy"]["replicas"], 2);
@@ -499,17 +427,11 @@ fn the_deploy_examples_parse_and_hang_together() {
     );
 
     let k8s = yaml_documents("kubernetes.yaml");
-    let of = |kind: &str| {
-        k8s.iter()
-            .find(|d| d["kind"] == kind)
-            .unwrap_or_else(|| panic!("no {kind} in kubernetes.yaml"))
-    };
+    let of =
+        |kind: &str| k8s.iter().find(|d| d["kind"] == kind).unwrap_or_else(|| panic!("no {kind} in kubernetes.yaml"));
     let (secret, deployment, service) = (of("Secret"), of("Deployment"), of("Service"));
     // One leader and followers: any number of replicas, each advertising its own address.
-    assert!(
-        deployment["spec"]["replicas"].as_u64().unwrap() >= 2,
-        "a leader and a follower"
-    );
+    assert!(deployment["spec"]["replicas"].as_u64().unwrap() >= 2, "a leader and a follower");
     let pod = &deployment["spec"]["template"];
     assert_eq!(pod["metadata"]["labels"], deployment["spec"]["selector"]["matchLabels"]);
     assert_eq!(service["spec"]["selector"], pod["metadata"]["labels"]);
@@ -528,26 +450,15 @@ fn the_deploy_examples_parse_and_hang_together() {
         let key = r["key"].as_str().unwrap();
         assert!(secret["stringData"][key].is_string(), "{key} is not in the Secret");
     }
-    let named = |n: &str| {
-        env.iter()
-            .find(|e| e["name"] == n)
-            .unwrap_or_else(|| panic!("{n} not set"))
-    };
+    let named = |n: &str| env.iter().find(|e| e["name"] == n).unwrap_or_else(|| panic!("{n} not set"));
     assert!(!named("SIMTREE_DATABASE_URL")["valueFrom"].is_null());
     assert!(!named("SIMTREE_TOKEN")["valueFrom"].is_null());
     // Each replica advertises its own pod's address, on the container's port.
     assert_eq!(named("POD_IP")["valueFrom"]["fieldRef"]["fieldPath"], "status.podIP");
     assert_eq!(named("SIMTREE_ADVERTISE")["value"], "http://$(POD_IP):8090");
     let order = |n: &str| env.iter().position(|e| e["name"] == n).unwrap();
-    assert!(
-        order("POD_IP") < order("SIMTREE_ADVERTISE"),
-        "$(POD_IP) expands only if defined before"
-    );
+    assert!(order("POD_IP") < order("SIMTREE_ADVERTISE"), "$(POD_IP) expands only if defined before");
     // The pod may take longer to stop than the server's grace period.
-    let grace: u64 = named("SIMTREE_SHUTDOWN_GRACE_SECS")["value"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let grace: u64 = named("SIMTREE_SHUTDOWN_GRACE_SECS")["value"].as_str().unwrap().parse().unwrap();
     assert!(pod["spec"]["terminationGracePeriodSeconds"].as_u64().unwrap() > grace);
 }

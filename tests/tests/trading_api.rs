@@ -16,25 +16,14 @@ async fn trading_view(s: &Server, tree: u64, node: u64) -> TradingView {
 }
 
 fn own(logs: &Value, node: u64) -> Vec<Value> {
-    logs.as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["node"] == node)
-        .cloned()
-        .collect()
+    logs.as_array().unwrap().iter().filter(|e| e["node"] == node).cloned().collect()
 }
 
 #[tokio::test]
 async fn a_trading_tree_branches_on_injected_news_and_compares_metrics() {
     let s = Server::start();
     let scenarios = s.get("/api/scenarios").await.1;
-    assert!(
-        scenarios
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|x| x["id"] == "llm_trader" && x["kind"] == "trading")
-    );
+    assert!(scenarios.as_array().unwrap().iter().any(|x| x["id"] == "llm_trader" && x["kind"] == "trading"));
     let t = s.create("llm_trader").await;
     let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
 
@@ -50,14 +39,8 @@ async fn a_trading_tree_branches_on_injected_news_and_compares_metrics() {
     assert!(!last.done && last.value > 0.0, "{:?}", points[19]);
     let view = trading_view(&s, t, base).await;
     assert_eq!(view.next_decision_point, 20);
-    assert_eq!(
-        view.portfolio, last.portfolio,
-        "the view shows the last decision's portfolio"
-    );
-    assert!(
-        view.portfolio.shares("AAPL") > 0,
-        "holds AAPL before the news: {view:?}"
-    );
+    assert_eq!(view.portfolio, last.portfolio, "the view shows the last decision's portfolio");
+    assert!(view.portfolio.shares("AAPL") > 0, "holds AAPL before the news: {view:?}");
 
     // Bad news about Apple reaches only the branch.
     let news = json!({"op": "case_data_inject", "item": {"kind": "news", "content": "Apple announces a surprise product recall."}});
@@ -66,27 +49,14 @@ async fn a_trading_tree_branches_on_injected_news_and_compares_metrics() {
     let branched = br["child"].as_u64().unwrap();
     let graph = s.get(&p("/graph")).await.1;
     assert!(
-        graph["edges"]
-            .as_array()
-            .unwrap()
-            .contains(&json!({"from": base, "to": branched, "type": "public_event"}))
+        graph["edges"].as_array().unwrap().contains(&json!({"from": base, "to": branched, "type": "public_event"}))
     );
     let bad_op = json!({"parent": base, "ops": [{"op": "public_broadcast", "text": "hello"}]});
-    assert_eq!(
-        s.post(&p("/branch"), &bad_op).await.0,
-        422,
-        "social ops do not apply to trading"
-    );
+    assert_eq!(s.post(&p("/branch"), &bad_op).await.0, 422, "social ops do not apply to trading");
 
-    let with_news = s
-        .post(&p("/advance"), &json!({"parent": branched, "turns": 10}))
-        .await
-        .1["child"]
-        .as_u64()
-        .unwrap();
-    let without = s.post(&p("/advance"), &json!({"parent": base, "turns": 10})).await.1["child"]
-        .as_u64()
-        .unwrap();
+    let with_news =
+        s.post(&p("/advance"), &json!({"parent": branched, "turns": 10})).await.1["child"].as_u64().unwrap();
+    let without = s.post(&p("/advance"), &json!({"parent": base, "turns": 10})).await.1["child"].as_u64().unwrap();
 
     let first = &own(&s.get(&p(&format!("/node/{with_news}/logs"))).await.1, with_news)[0]["data"]["log"];
     let orders = first["extracted_decision"]["orders"].as_array().unwrap();
@@ -102,10 +72,7 @@ async fn a_trading_tree_branches_on_injected_news_and_compares_metrics() {
         assert!(v.metrics.strategy.total_return.is_finite() && v.metrics.buy_and_hold.total_return.is_finite());
         assert!(!v.equity_curve.is_empty());
     }
-    assert_eq!(
-        a.metrics.buy_and_hold, b.metrics.buy_and_hold,
-        "same window, same benchmark"
-    );
+    assert_eq!(a.metrics.buy_and_hold, b.metrics.buy_and_hold, "same window, same benchmark");
     assert_ne!(a.portfolio, b.portfolio, "the branches diverged");
 
     // Export/import keeps the episode runnable (the market is re-attached).
@@ -113,11 +80,6 @@ async fn a_trading_tree_branches_on_injected_news_and_compares_metrics() {
     let (st, imported) = s.post("/devui/simtree/import", &export).await;
     assert_eq!(st, 200, "{imported}");
     let t2 = imported["id"].as_u64().unwrap();
-    let (st, more) = s
-        .post(
-            &format!("/devui/simtree/{t2}/advance"),
-            &json!({"parent": with_news, "turns": 2}),
-        )
-        .await;
+    let (st, more) = s.post(&format!("/devui/simtree/{t2}/advance"), &json!({"parent": with_news, "turns": 2})).await;
     assert_eq!((st, more.get("error")), (200, None), "{more}");
 }

@@ -51,15 +51,10 @@ pub fn build(release: bool) -> Result<(), String> {
     run(cargo_build)?;
     let compiled = started.elapsed();
     let dir = if release { "wasm-release" } else { "debug" };
-    let wasm = target_dir()
-        .join("wasm32-unknown-unknown")
-        .join(dir)
-        .join("simtree_frontend.wasm");
+    let wasm = target_dir().join("wasm32-unknown-unknown").join(dir).join("simtree_frontend.wasm");
     let out = root.join("frontend/dist");
     // Per checkout: worktrees may share one target folder.
-    let work = target_dir()
-        .join("xtask-dist")
-        .join(format!("{:016x}", hash(out.as_os_str().as_encoded_bytes())));
+    let work = target_dir().join("xtask-dist").join(format!("{:016x}", hash(out.as_os_str().as_encoded_bytes())));
     let stamp_path = work.join("stamp");
     let names = release && std::env::var_os("SIMTREE_WASM_NAMES").is_none();
     let recipe = recipe_hash(release, names);
@@ -79,10 +74,7 @@ pub fn build(release: bool) -> Result<(), String> {
     {
         if old.wasm.0 != wasm_meta {
             // The same bytes again (a relink): remember the new mtime.
-            let stamp = Stamp {
-                wasm: (wasm_meta, wasm_hash),
-                ..old.clone()
-            };
+            let stamp = Stamp { wasm: (wasm_meta, wasm_hash), ..old.clone() };
             write_stamp(&work, &stamp)?;
         }
         eprintln!(
@@ -133,10 +125,7 @@ pub fn build(release: bool) -> Result<(), String> {
     let mut made_from: BTreeMap<String, u64> = files.keys().map(|name| (name.clone(), bindgen_key)).collect();
     for file in STATIC {
         let path = root.join("frontend").join(file);
-        files.insert(
-            file.into(),
-            std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?,
-        );
+        files.insert(file.into(), std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?);
         made_from.remove(file);
     }
     let bindgen = bindgen_started.elapsed();
@@ -144,10 +133,7 @@ pub fn build(release: bool) -> Result<(), String> {
     let compress_started = Instant::now();
     let (mut compressed, mut kept) = (0, 0);
     for name in COMPRESSED {
-        let data = files
-            .get(name)
-            .ok_or_else(|| format!("wasm-bindgen wrote no {name}"))?
-            .clone();
+        let data = files.get(name).ok_or_else(|| format!("wasm-bindgen wrote no {name}"))?.clone();
         let data_hash = hash(&data);
         for codec in [Codec::Brotli, Codec::Gzip] {
             let target = format!("{name}{}", codec.extension());
@@ -160,9 +146,7 @@ pub fn build(release: bool) -> Result<(), String> {
                 }
                 None => {
                     compressed += 1;
-                    codec
-                        .compress(&data, release)
-                        .map_err(|e| format!("compressing {name}: {e}"))?
+                    codec.compress(&data, release).map_err(|e| format!("compressing {name}: {e}"))?
                 }
             };
             made_from.insert(target.clone(), key);
@@ -178,14 +162,7 @@ pub fn build(release: bool) -> Result<(), String> {
             Meta::of(&out.join(name)).ok_or_else(|| format!("{}: cannot read it back", out.join(name).display()))?;
         recorded.insert(name.clone(), (made_from.get(name).copied().unwrap_or(0), meta));
     }
-    write_stamp(
-        &work,
-        &Stamp {
-            settings,
-            wasm: (wasm_meta, wasm_hash),
-            files: recorded,
-        },
-    )?;
+    write_stamp(&work, &Stamp { settings, wasm: (wasm_meta, wasm_hash), files: recorded })?;
     eprintln!(
         "xtask: web UI built in {:.1?} into {} (cargo build {:.1?}, wasm-bindgen {:.1?}{}, compression {:.1?} \
          [{compressed} compressed, {kept} kept]; {} written, {} unchanged, {} removed)",
@@ -211,9 +188,7 @@ fn hash(bytes: &[u8]) -> u64 {
 }
 
 fn hash_file(path: &Path) -> Result<u64, String> {
-    Ok(hash(
-        &std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?,
-    ))
+    Ok(hash(&std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?))
 }
 
 /// How the files in `frontend/dist` are made: the settings, and this xtask binary (its size and
@@ -259,10 +234,7 @@ impl Meta {
     fn of(path: &Path) -> Option<Meta> {
         let meta = std::fs::metadata(path).ok()?;
         let mtime = meta.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?;
-        Some(Meta {
-            len: meta.len(),
-            mtime: mtime.as_nanos(),
-        })
+        Some(Meta { len: meta.len(), mtime: mtime.as_nanos() })
     }
 }
 
@@ -338,10 +310,7 @@ struct Stamp {
 impl Stamp {
     fn format(&self) -> String {
         let (wasm, wasm_hash) = self.wasm;
-        let mut s = format!(
-            "settings {:016x}\nwasm {} {} {wasm_hash:016x}\n",
-            self.settings, wasm.len, wasm.mtime
-        );
+        let mut s = format!("settings {:016x}\nwasm {} {} {wasm_hash:016x}\n", self.settings, wasm.len, wasm.mtime);
         for (name, (made_from, meta)) in &self.files {
             s.push_str(&format!("{made_from:016x} {} {} {name}\n", meta.len, meta.mtime));
         }
@@ -352,26 +321,16 @@ impl Stamp {
         let mut lines = text.lines();
         let settings = u64::from_str_radix(lines.next()?.strip_prefix("settings ")?, 16).ok()?;
         let mut wasm = lines.next()?.strip_prefix("wasm ")?.split(' ');
-        let wasm_meta = Meta {
-            len: wasm.next()?.parse().ok()?,
-            mtime: wasm.next()?.parse().ok()?,
-        };
+        let wasm_meta = Meta { len: wasm.next()?.parse().ok()?, mtime: wasm.next()?.parse().ok()? };
         let wasm_hash = u64::from_str_radix(wasm.next()?, 16).ok()?;
         let mut files = BTreeMap::new();
         for line in lines {
             let mut parts = line.splitn(4, ' ');
             let made_from = u64::from_str_radix(parts.next()?, 16).ok()?;
-            let meta = Meta {
-                len: parts.next()?.parse().ok()?,
-                mtime: parts.next()?.parse().ok()?,
-            };
+            let meta = Meta { len: parts.next()?.parse().ok()?, mtime: parts.next()?.parse().ok()? };
             files.insert(parts.next()?.to_string(), (made_from, meta));
         }
-        Some(Stamp {
-            settings,
-            wasm: (wasm_meta, wasm_hash),
-            files,
-        })
+        Some(Stamp { settings, wasm: (wasm_meta, wasm_hash), files })
     }
 
     /// Whether `dir` holds exactly the files recorded, each as it was written (size and mtime).
@@ -380,9 +339,7 @@ impl Stamp {
             Ok(names) => {
                 names.len() == self.files.len()
                     && names.iter().all(|name| {
-                        self.files
-                            .get(name)
-                            .is_some_and(|&(_, meta)| Meta::of(&dir.join(name)) == Some(meta))
+                        self.files.get(name).is_some_and(|&(_, meta)| Meta::of(&dir.join(name)) == Some(meta))
                     })
             }
             Err(_) => false,
@@ -433,10 +390,7 @@ fn list_tree(dir: &Path) -> std::io::Result<BTreeSet<String>> {
 
 /// The files under `dir` with their bytes (see [`list_tree`]).
 fn read_tree(dir: &Path) -> std::io::Result<BTreeMap<String, Vec<u8>>> {
-    list_tree(dir)?
-        .into_iter()
-        .map(|name| Ok((name.clone(), std::fs::read(dir.join(&name))?)))
-        .collect()
+    list_tree(dir)?.into_iter().map(|name| Ok((name.clone(), std::fs::read(dir.join(&name))?))).collect()
 }
 
 /// Writes `bytes` to `path` unless it holds them already (then its mtime is kept). Returns whether
@@ -528,12 +482,7 @@ mod tests {
     /// Sets a file's mtime an hour back, so that a rewrite would show.
     fn age(path: &Path) -> SystemTime {
         let old = SystemTime::now() - Duration::from_secs(3600);
-        std::fs::File::options()
-            .write(true)
-            .open(path)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        std::fs::File::options().write(true).open(path).unwrap().set_modified(old).unwrap();
         mtime(path)
     }
 
@@ -545,16 +494,10 @@ mod tests {
     fn write_if_changed_writes_new_and_different_bytes_only() {
         let dir = TempDir::new("write");
         let path = dir.0.join("sub/a.txt");
-        assert!(
-            write_if_changed(&path, b"one").unwrap(),
-            "a new file (and its folder) is written"
-        );
+        assert!(write_if_changed(&path, b"one").unwrap(), "a new file (and its folder) is written");
         assert_eq!(std::fs::read(&path).unwrap(), b"one");
         let before = age(&path);
-        assert!(
-            !write_if_changed(&path, b"one").unwrap(),
-            "the same bytes are not written"
-        );
+        assert!(!write_if_changed(&path, b"one").unwrap(), "the same bytes are not written");
         assert_eq!(mtime(&path), before, "an unchanged file keeps its mtime");
         assert!(write_if_changed(&path, b"two").unwrap());
         assert_eq!(std::fs::read(&path).unwrap(), b"two");
@@ -574,54 +517,26 @@ mod tests {
             ("snippets/x/inline0.js", b"js"),
         ]);
         let report = sync_dir(&out, &first).unwrap();
-        assert_eq!(
-            report,
-            SyncReport {
-                written: 4,
-                unchanged: 0,
-                removed: 0
-            }
-        );
+        assert_eq!(report, SyncReport { written: 4, unchanged: 0, removed: 0 });
         assert_eq!(read_tree(&out).unwrap(), first);
         let times: Vec<SystemTime> = first.keys().map(|n| age(&out.join(n))).collect();
         let dir_time = {
-            std::fs::File::open(&out)
-                .unwrap()
-                .set_modified(SystemTime::now() - Duration::from_secs(3600))
-                .ok();
+            std::fs::File::open(&out).unwrap().set_modified(SystemTime::now() - Duration::from_secs(3600)).ok();
             mtime(&out)
         };
 
         // The same files again: nothing written, every mtime (the folder's too) kept.
         let report = sync_dir(&out, &first).unwrap();
-        assert_eq!(
-            report,
-            SyncReport {
-                written: 0,
-                unchanged: 4,
-                removed: 0
-            }
-        );
+        assert_eq!(report, SyncReport { written: 0, unchanged: 4, removed: 0 });
         let again: Vec<SystemTime> = first.keys().map(|n| mtime(&out.join(n))).collect();
         assert_eq!(again, times);
         assert_eq!(mtime(&out), dir_time);
 
         // One file changed, one gone (with its folders), one new.
-        let second = tree(&[
-            ("index.html", b"<html>"),
-            ("app.wasm", b"wasm2"),
-            ("app.wasm.br", b"br"),
-            ("app.js", b"js"),
-        ]);
+        let second =
+            tree(&[("index.html", b"<html>"), ("app.wasm", b"wasm2"), ("app.wasm.br", b"br"), ("app.js", b"js")]);
         let report = sync_dir(&out, &second).unwrap();
-        assert_eq!(
-            report,
-            SyncReport {
-                written: 2,
-                unchanged: 2,
-                removed: 1
-            }
-        );
+        assert_eq!(report, SyncReport { written: 2, unchanged: 2, removed: 1 });
         assert_eq!(read_tree(&out).unwrap(), second);
         assert!(!out.join("snippets").exists(), "an emptied folder is removed");
         assert_eq!(mtime(&out.join("index.html")), times[2]);
@@ -645,13 +560,7 @@ mod tests {
         };
         let stamp = Stamp {
             settings: 0xdead_beef,
-            wasm: (
-                Meta {
-                    len: 34,
-                    mtime: 1_700_000_000_123_456_789,
-                },
-                0x0123_4567_89ab_cdef,
-            ),
+            wasm: (Meta { len: 34, mtime: 1_700_000_000_123_456_789 }, 0x0123_4567_89ab_cdef),
             files: record(),
         };
         assert_eq!(Stamp::parse(&stamp.format()).as_ref(), Some(&stamp));
@@ -670,10 +579,7 @@ mod tests {
         assert!(!stamp.matches(&dir.0), "a file written since, even with as many bytes");
         assert_eq!(stamp.reusable(&dir.0, "a.js.gz", 7), None);
         assert_eq!(stamp.reuse_all(&dir.0, 7), None);
-        let stamp = Stamp {
-            files: record(),
-            ..stamp
-        };
+        let stamp = Stamp { files: record(), ..stamp };
         assert!(stamp.matches(&dir.0));
         std::fs::write(dir.0.join("extra"), b"").unwrap();
         assert!(!stamp.matches(&dir.0), "a file not recorded");

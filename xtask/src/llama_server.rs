@@ -79,17 +79,10 @@ pub fn prepare() -> Result<PathBuf, String> {
     }
     let build = dir.join("build");
     let mut configure = Command::new(&cmake);
-    configure
-        .arg("-S")
-        .arg(&src)
-        .arg("-B")
-        .arg(&build)
-        .args(flags().split_whitespace());
+    configure.arg("-S").arg(&src).arg("-B").arg(&build).args(flags().split_whitespace());
     run(configure)?;
     let mut make = Command::new(&cmake);
-    make.arg("--build")
-        .arg(&build)
-        .args(["--target", "llama-server", "-j", "2"]);
+    make.arg("--build").arg(&build).args(["--target", "llama-server", "-j", "2"]);
     run(make)?;
     let bin = dir.join("bin/llama-server");
     std::fs::create_dir_all(dir.join("bin")).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -110,18 +103,9 @@ pub fn prepare() -> Result<PathBuf, String> {
 fn unpack_sources(python: &Path, dir: &Path, src: &Path) -> Result<(), String> {
     let wheels = cache_dir()?.join("wheels");
     let mut dl = Command::new(python);
-    dl.args([
-        "-m",
-        "pip",
-        "download",
-        "-q",
-        "--no-deps",
-        "--no-binary",
-        "llama-cpp-python",
-        "-d",
-    ])
-    .arg(&wheels)
-    .arg(format!("llama-cpp-python=={LLAMA_CPP_PYTHON}"));
+    dl.args(["-m", "pip", "download", "-q", "--no-deps", "--no-binary", "llama-cpp-python", "-d"])
+        .arg(&wheels)
+        .arg(format!("llama-cpp-python=={LLAMA_CPP_PYTHON}"));
     run(dl)?;
     let _ = std::fs::remove_dir_all(src);
     std::fs::create_dir_all(src).map_err(|e| format!("{}: {e}", src.display()))?;

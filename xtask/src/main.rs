@@ -40,10 +40,7 @@ mod schemathesis;
 mod ui_bench;
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
 }
 
 fn cargo() -> Command {
@@ -56,11 +53,7 @@ fn cargo() -> Command {
 fn run(mut cmd: Command) -> Result<(), String> {
     eprintln!("xtask: {cmd:?}");
     let status = cmd.status().map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("{cmd:?} failed ({status})"))
-    }
+    if status.success() { Ok(()) } else { Err(format!("{cmd:?} failed ({status})")) }
 }
 
 /// Installs what the build and the tests need when it is missing: the wasm32 target, Debian's
@@ -77,10 +70,7 @@ fn setup(for_tests: bool) -> Result<(), String> {
         run(add)?;
     }
     // The sandbox for agent-based model code (server/src/abm/sandbox.rs).
-    let has_bwrap = Command::new("bwrap")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
+    let has_bwrap = Command::new("bwrap").arg("--version").output().is_ok_and(|o| o.status.success());
     let mut missing = Vec::new();
     if !has_bwrap {
         missing.push("bubblewrap");
@@ -95,10 +85,7 @@ fn setup(for_tests: bool) -> Result<(), String> {
             missing.push("postgresql");
         }
         // The deploy examples' test reads compose.yaml and kubernetes.yaml with PyYAML.
-        let has_yaml = Command::new("python3")
-            .args(["-c", "import yaml"])
-            .output()
-            .is_ok_and(|o| o.status.success());
+        let has_yaml = Command::new("python3").args(["-c", "import yaml"]).output().is_ok_and(|o| o.status.success());
         if !has_yaml {
             missing.push("python3-yaml");
         }
@@ -123,11 +110,7 @@ fn setup(for_tests: bool) -> Result<(), String> {
 
 /// `apt-get ARGS`, through sudo unless we are root.
 fn apt(args: &[&str]) -> Command {
-    let mut cmd = if is_root() {
-        Command::new("apt-get")
-    } else {
-        Command::new("sudo")
-    };
+    let mut cmd = if is_root() { Command::new("apt-get") } else { Command::new("sudo") };
     if !is_root() {
         cmd.arg("apt-get");
     }
@@ -136,10 +119,7 @@ fn apt(args: &[&str]) -> Command {
 }
 
 fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
 fn test() -> Result<(), String> {
@@ -179,9 +159,7 @@ fn test() -> Result<(), String> {
     let (contract, client) = std::thread::scope(|s| {
         let client = s.spawn(pyclient::test);
         let contract = schemathesis::test();
-        let client = client
-            .join()
-            .unwrap_or_else(|_| Err("the Python client's tests panicked".into()));
+        let client = client.join().unwrap_or_else(|_| Err("the Python client's tests panicked".into()));
         (contract, client)
     });
     contract?;
@@ -228,10 +206,7 @@ fn serve(args: &[String]) -> Result<(), String> {
     let mut setup_abm = Command::new(&bin);
     setup_abm.args(["abm", "setup"]).current_dir(root());
     run(setup_abm)?;
-    eprintln!(
-        "xtask: ready to serve in {:.1?} (web UI {ui:.1?}, server build {server:.1?})",
-        started.elapsed()
-    );
+    eprintln!("xtask: ready to serve in {:.1?} (web UI {ui:.1?}, server build {server:.1?})", started.elapsed());
     let mut cmd = Command::new(&bin);
     cmd.current_dir(root()).arg("serve");
     if !args.iter().any(|a| a == "--addr") {
@@ -242,9 +217,7 @@ fn serve(args: &[String]) -> Result<(), String> {
 }
 
 fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"))
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"))
 }
 
 /// The engine, tree, ABM and sweep benchmarks, then the store's (which starts a private
@@ -287,9 +260,7 @@ fn upstream_client(args: &[String]) -> Result<(), String> {
     let installed = modified(dir.join("node_modules/.package-lock.json"));
     if installed.is_none() || installed < modified(dir.join("package-lock.json")) {
         let mut ci = Command::new("npm");
-        ci.args(["ci", "--no-audit", "--no-fund"])
-            .current_dir(&dir)
-            .env("PUPPETEER_SKIP_DOWNLOAD", "1");
+        ci.args(["ci", "--no-audit", "--no-fund"]).current_dir(&dir).env("PUPPETEER_SKIP_DOWNLOAD", "1");
         run(ci)?;
     }
     let mut node = Command::new("node");

@@ -11,9 +11,7 @@ use crate::{root, run, target_dir};
 
 /// FNV-1a: a hash that stays the same across Rust versions, to name the venv.
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 pub fn test() -> Result<(), String> {

@@ -28,10 +28,7 @@ pub fn cached_venv(name: &str, requirement: &str, env: &[(&str, &str)], module: 
         return Ok(python);
     }
     let started = Instant::now();
-    eprintln!(
-        "xtask: installing {requirement} into {} (once per machine)",
-        venv.display()
-    );
+    eprintln!("xtask: installing {requirement} into {} (once per machine)", venv.display());
     let _ = std::fs::remove_dir_all(&venv);
     std::fs::create_dir_all(&cache).map_err(|e| format!("{}: {e}", cache.display()))?;
     let mut mk = Command::new("python3");
@@ -40,8 +37,7 @@ pub fn cached_venv(name: &str, requirement: &str, env: &[(&str, &str)], module: 
     let mut pip = Command::new(&python);
     // --no-cache-dir: pip's wheel cache is keyed by the sdist alone, so it could hand back a
     // wheel built earlier with other flags.
-    pip.args(["-m", "pip", "install", "-q", "--no-cache-dir", requirement])
-        .envs(env.iter().copied());
+    pip.args(["-m", "pip", "install", "-q", "--no-cache-dir", requirement]).envs(env.iter().copied());
     run(pip)?;
     let mut check = Command::new(&python);
     check.args(["-c", &format!("import {module}")]);

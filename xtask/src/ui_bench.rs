@@ -48,9 +48,7 @@ pub fn bench() -> Result<(), String> {
     for file in ["simtree_frontend_bg.wasm", "simtree_frontend.js"] {
         let size = |name: &str| {
             let path = out.join(name);
-            std::fs::metadata(&path)
-                .map(|m| m.len())
-                .map_err(|e| format!("{}: {e}", path.display()))
+            std::fs::metadata(&path).map(|m| m.len()).map_err(|e| format!("{}: {e}", path.display()))
         };
         println!(
             "ui-bench: {file}: {} bytes, sent as {} bytes brotli or {} bytes gzip",

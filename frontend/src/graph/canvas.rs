@@ -14,16 +14,7 @@ use super::state::GraphState;
 
 #[component]
 pub(super) fn CanvasLayer(g: GraphState) -> impl IntoView {
-    let GraphState {
-        tree,
-        ctx,
-        layout,
-        view_t,
-        size,
-        hover,
-        on_canvas,
-        ..
-    } = g;
+    let GraphState { tree, ctx, layout, view_t, size, hover, on_canvas, .. } = g;
     let canvas = NodeRef::<html::Canvas>::new();
     // at most one paint per animation frame.
     let palette = RwSignal::new(Palette::read());

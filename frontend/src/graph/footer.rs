@@ -59,11 +59,7 @@ pub fn UsageLine(tree: Tree) -> impl IntoView {
                 ctx.tr("usage.tokens"),
                 n.latency_ms
             );
-            s.push_str(&crate::ops::money_text(
-                n,
-                ctx.tr("usage.saved"),
-                ctx.tr("usage.cacheable"),
-            ));
+            s.push_str(&crate::ops::money_text(n, ctx.tr("usage.saved"), ctx.tr("usage.cacheable")));
             if let Some(b) = &u.budget {
                 s.push_str(&format!(" · {} {}/{}", ctx.tr("usage.budget"), b.spent, b.limit));
             }

@@ -22,11 +22,7 @@ pub const KEYS: &[(&str, &str)] = &[
 
 /// Clicks the enabled button `css` (the keyboard's way to reach the panels' actions).
 fn press(css: &str) -> bool {
-    let el = document()
-        .query_selector(css)
-        .ok()
-        .flatten()
-        .and_then(|e| e.dyn_into::<web_sys::HtmlElement>().ok());
+    let el = document().query_selector(css).ok().flatten().and_then(|e| e.dyn_into::<web_sys::HtmlElement>().ok());
     match el {
         Some(b) if !b.has_attribute("disabled") => {
             b.click();

@@ -13,9 +13,7 @@ use crate::layout::ViewTransform;
 /// rectangle; clicking or dragging centres the main view there.
 #[component]
 pub(super) fn Minimap(g: GraphState) -> impl IntoView {
-    let GraphState {
-        layout, view_t, size, ..
-    } = g;
+    let GraphState { layout, view_t, size, .. } = g;
     let mini = Memo::new(move |_| layout.with(|l| ViewTransform::fit(l, MW, MH)));
     // One dot per minimap pixel: the frame moves on every pan frame and the browser repaints the
     // minimap under it, so 20,000 stacked dots there cost 100 ms a frame; a few hundred do not.
@@ -37,12 +35,7 @@ pub(super) fn Minimap(g: GraphState) -> impl IntoView {
         let m = mini.get();
         let (w, h) = size.get();
         let (x0, y0, x1, y1) = view_t.get().world_view(w, h);
-        (
-            x0 * m.scale + m.tx,
-            y0 * m.scale + m.ty,
-            (x1 - x0) * m.scale,
-            (y1 - y0) * m.scale,
-        )
+        (x0 * m.scale + m.tx, y0 * m.scale + m.ty, (x1 - x0) * m.scale, (y1 - y0) * m.scale)
     };
     let dragging = StoredValue::new(false);
     let centre = move |ev: &web_sys::MouseEvent| {

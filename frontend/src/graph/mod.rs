@@ -195,21 +195,13 @@ mod tests {
             g.nodes.insert(id, depth);
         }
         for (from, to) in [(0, 1), (0, 12), (12, 13)] {
-            g.edges.push(GraphEdge {
-                from,
-                to,
-                kind: EdgeType::PublicEvent,
-            });
+            g.edges.push(GraphEdge { from, to, kind: EdgeType::PublicEvent });
         }
         let say = |text: &str| vec![Op::PublicBroadcast { text: text.into() }];
         g.ops.insert(1, say("Storm on day 12"));
         g.ops.insert(12, say("calm"));
         g.ops.insert(13, say("STORM again"));
-        assert_eq!(
-            find_nodes(&g, "12", Lang::En),
-            [12, 1],
-            "the id, then the label that mentions it"
-        );
+        assert_eq!(find_nodes(&g, "12", Lang::En), [12, 1], "the id, then the label that mentions it");
         assert_eq!(find_nodes(&g, "#12", Lang::En), [12]);
         assert_eq!(find_nodes(&g, " storm ", Lang::En), [1, 13]);
         assert!(find_nodes(&g, "hail", Lang::En).is_empty());
@@ -221,12 +213,7 @@ mod tests {
     fn every_key_in_the_help_has_both_languages() {
         for &(_, what) in keys::KEYS {
             assert_ne!(t(Lang::En, what), what, "{what} has no English text");
-            assert!(
-                t(Lang::Zh, what)
-                    .chars()
-                    .any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
-                "{what}"
-            );
+            assert!(t(Lang::Zh, what).chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)), "{what}");
         }
     }
 }

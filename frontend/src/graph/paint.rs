@@ -124,11 +124,7 @@ impl Palette {
 
     /// The colour of an edge style: its own, but the theme's for advances.
     fn edge<'a>(&'a self, style: &EdgeStyle) -> &'a str {
-        if style.name == ADVANCE.name {
-            &self.advance
-        } else {
-            style.colour
-        }
+        if style.name == ADVANCE.name { &self.advance } else { style.colour }
     }
 
     /// The colour of a node drawn as a dot: its status colour, else its role's fill.
@@ -169,21 +165,14 @@ impl Scene {
         let parents: HashSet<u64> = g.edges.iter().map(|e| e.from).collect();
         let edges = g.edges.iter().filter_map(|e| {
             let (a, b) = (layout.pos.get(&e.from)?, layout.pos.get(&e.to)?);
-            Some((
-                edge_style(e.kind, g.ops.get(&e.to).map(Vec::as_slice)),
-                [a.0, a.1, b.0, b.1],
-            ))
+            Some((edge_style(e.kind, g.ops.get(&e.to).map(Vec::as_slice)), [a.0, a.1, b.0, b.1]))
         });
         let mut nodes = grouped(layout.pos.iter().map(|(&id, &p)| {
             let leaf = !parents.contains(&id) || layout.hidden.contains_key(&id);
             (look(g, id, leaf), p)
         }));
         nodes.sort_by_key(|(l, _)| matches!(l, Look::Running | Look::Failed | Look::Cancelled));
-        Scene {
-            edges: grouped(edges),
-            nodes,
-            count: layout.pos.len(),
-        }
+        Scene { edges: grouped(edges), nodes, count: layout.pos.len() }
     }
 }
 
@@ -199,12 +188,7 @@ impl Cells {
     fn new(width: f64, height: f64, cell: f64) -> Cells {
         let cols = (width / cell) as usize + 3;
         let rows = (height / cell) as usize + 3;
-        Cells {
-            cell,
-            cols,
-            rows,
-            taken: vec![false; cols * rows],
-        }
+        Cells { cell, cols, rows, taken: vec![false; cols * rows] }
     }
 
     /// True the first time a point of this cell is offered (points just off-screen included).
@@ -285,11 +269,7 @@ pub fn context(canvas: &HtmlCanvasElement, width: f64, height: f64) -> Option<(C
         canvas.set_width(pw);
         canvas.set_height(ph);
     }
-    let ctx = canvas
-        .get_context("2d")
-        .ok()??
-        .dyn_into::<CanvasRenderingContext2d>()
-        .ok()?;
+    let ctx = canvas.get_context("2d").ok()??.dyn_into::<CanvasRenderingContext2d>().ok()?;
     Some((ctx, dpr))
 }
 
@@ -372,8 +352,7 @@ pub fn draw(
             }
             let ((ax, ay), (bx, by)) = (screen((bx0, by0)), screen((bx1, by1)));
             let pad = r + 4.0;
-            ctx.round_rect_with_f64(ax - pad, ay - pad, bx - ax + 2.0 * pad, by - ay + 2.0 * pad, pad)
-                .ok();
+            ctx.round_rect_with_f64(ax - pad, ay - pad, bx - ax + 2.0 * pad, by - ay + 2.0 * pad, pad).ok();
         }
         ctx.set_fill_style_str(FAN_FILL);
         ctx.fill();
@@ -466,11 +445,7 @@ pub fn draw(
     };
     // A search's hits, ringed as in the SVG drawing (the few in view).
     for &n in f.lit {
-        if layout
-            .pos
-            .get(&n)
-            .is_some_and(|&(x, y)| x >= x0 && x <= x1 && y >= y0 && y <= y1)
-        {
+        if layout.pos.get(&n).is_some_and(|&(x, y)| x >= x0 && x <= x1 && y >= y0 && y <= y1) {
             ring(Some(n), None, STAR, 4.0);
             drawn.lit.push(n);
         }
@@ -569,14 +544,8 @@ mod tests {
         assert!(cells.first(10.0, 10.0));
         assert!(!cells.first(11.0, 11.5), "same 3-px cell");
         assert!(cells.first(13.5, 10.0), "the next cell");
-        assert!(
-            cells.first(-2.0, 10.0) && !cells.first(-1.0, 10.0),
-            "just off-screen counts too"
-        );
-        assert!(
-            cells.first(500.0, 10.0) && cells.first(500.0, 10.0),
-            "far off-screen is never merged"
-        );
+        assert!(cells.first(-2.0, 10.0) && !cells.first(-1.0, 10.0), "just off-screen counts too");
+        assert!(cells.first(500.0, 10.0) && cells.first(500.0, 10.0), "far off-screen is never merged");
         let groups = grouped([(1, 'a'), (2, 'b'), (1, 'c')].into_iter());
         assert_eq!(groups, [(1, vec!['a', 'c']), (2, vec!['b'])]);
     }

@@ -221,8 +221,7 @@ impl GraphState {
     pub fn node_at(self, x: f64, y: f64) -> Option<u64> {
         let t = self.view_t.get_untracked();
         let reach = (NODE / 2.0).max(super::paint::radius_px(t.scale).max(6.0) / t.scale);
-        self.layout
-            .with_untracked(|l| l.hit(((x - t.tx) / t.scale, (y - t.ty) / t.scale), reach))
+        self.layout.with_untracked(|l| l.hit(((x - t.tx) / t.scale, (y - t.ty) / t.scale), reach))
     }
 
     /// A click on a node selects it; a shift-click makes it the compare target.
@@ -237,9 +236,7 @@ impl GraphState {
     /// Search: each Enter jumps to the next match, centred, selected and legible.
     pub fn search(self, query: String) {
         let (tree, ctx) = (self.tree, self.ctx);
-        let hits = tree
-            .graph
-            .with_untracked(|g| find_nodes(g, &query, ctx.lang.get_untracked()));
+        let hits = tree.graph.with_untracked(|g| find_nodes(g, &query, ctx.lang.get_untracked()));
         if hits.is_empty() {
             self.search_note.set(ctx.tr("graph.noMatch").to_string());
             return;
@@ -255,11 +252,7 @@ impl GraphState {
         if let Some(p) = self.layout.with_untracked(|l| l.pos.get(&id).copied()) {
             let (w, h) = self.size.get_untracked();
             let t = self.view_t.get_untracked();
-            let t = if t.scale < 0.9 {
-                ViewTransform { scale: 1.0, ..t }
-            } else {
-                t
-            };
+            let t = if t.scale < 0.9 { ViewTransform { scale: 1.0, ..t } } else { t };
             self.view_t.set(t.centre_on(p.0, p.1, w, h));
         }
     }
@@ -283,11 +276,7 @@ impl GraphState {
     pub fn collapse_to(self, depth: u64) {
         let folds: HashSet<u64> = self.tree.graph.with_untracked(|g| {
             let parents: HashSet<u64> = g.edges.iter().map(|e| e.from).collect();
-            g.nodes
-                .iter()
-                .filter(|&(n, d)| u64::from(*d) == depth && parents.contains(n))
-                .map(|(n, _)| *n)
-                .collect()
+            g.nodes.iter().filter(|&(n, d)| u64::from(*d) == depth && parents.contains(n)).map(|(n, _)| *n).collect()
         });
         self.collapsed.set(folds);
         self.fit_now();

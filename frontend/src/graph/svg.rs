@@ -21,19 +21,7 @@ pub(super) const TITLE_FONT: f64 = 11.0;
 
 #[component]
 pub(super) fn SvgLayer(g: GraphState) -> impl IntoView {
-    let GraphState {
-        tree,
-        ctx,
-        layout,
-        view_t,
-        size,
-        drag,
-        moved,
-        hover,
-        on_canvas,
-        dimmed,
-        ..
-    } = g;
+    let GraphState { tree, ctx, layout, view_t, size, drag, moved, hover, on_canvas, dimmed, .. } = g;
     let parents: Memo<HashSet<u64>> = Memo::new(move |_| tree.graph.with(|g| g.edges.iter().map(|e| e.from).collect()));
     // tree does not even recompute it.
     let visible = Memo::new(move |_| {
@@ -55,14 +43,7 @@ pub(super) fn SvgLayer(g: GraphState) -> impl IntoView {
                             && l.pos.contains_key(&e.from)
                             && l.pos.contains_key(&e.to)
                     })
-                    .map(|e| {
-                        (
-                            e.from,
-                            e.to,
-                            edge_style(e.kind, g.ops.get(&e.to).map(Vec::as_slice)),
-                            e.kind,
-                        )
-                    })
+                    .map(|e| (e.from, e.to, edge_style(e.kind, g.ops.get(&e.to).map(Vec::as_slice)), e.kind))
                     .collect::<Vec<_>>()
             })
         })
@@ -88,11 +69,7 @@ pub(super) fn SvgLayer(g: GraphState) -> impl IntoView {
     let on_wheel = move |ev: web_sys::WheelEvent| {
         ev.prevent_default();
         // Lines (Firefox) are ~16 px; a mouse notch of 100 px zooms by about 1.35.
-        let dy = if ev.delta_mode() == 1 {
-            ev.delta_y() * 16.0
-        } else {
-            ev.delta_y()
-        };
+        let dy = if ev.delta_mode() == 1 { ev.delta_y() * 16.0 } else { ev.delta_y() };
         let factor = (-dy * 0.003).exp().clamp(0.5, 2.0);
         let (x, y) = g.local(ev.client_x(), ev.client_y());
         view_t.update(|t| *t = t.zoom_at(x, y, factor));
@@ -115,11 +92,7 @@ pub(super) fn SvgLayer(g: GraphState) -> impl IntoView {
                 c.push_str(" collapsed");
             }
             let lit = tree.lit.with(|l| l.contains(&id));
-            c.push_str(
-                &tree
-                    .tag
-                    .with(|t| tree.marks.with(|m| lens_classes(m, id, lit, t.as_deref()))),
-            );
+            c.push_str(&tree.tag.with(|t| tree.marks.with(|m| lens_classes(m, id, lit, t.as_deref()))));
             if dimmed.with(|d| d.contains(&id)) && !c.contains(" dim") {
                 c.push_str(" dim");
             }

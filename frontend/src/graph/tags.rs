@@ -9,10 +9,7 @@ use crate::state::{Tree, ctx};
 #[component]
 pub(super) fn TagFilter(tree: Tree) -> impl IntoView {
     let ctx = ctx();
-    let tags = Memo::new(move |_| {
-        tree.graph
-            .with(|g| tree.marks.with(|m| m.tags(|n| g.nodes.contains_key(&n))))
-    });
+    let tags = Memo::new(move |_| tree.graph.with(|g| tree.marks.with(|m| m.tags(|n| g.nodes.contains_key(&n)))));
     // A tag no node carries any more filters nothing.
     Effect::new(move |_| {
         if let Some(t) = tree.tag.get()

@@ -13,17 +13,7 @@ use crate::layout::Direction;
 
 #[component]
 pub(super) fn Toolbar(g: GraphState) -> impl IntoView {
-    let GraphState {
-        tree,
-        ctx,
-        collapsed,
-        direction,
-        search_box,
-        search_note,
-        help,
-        edge_view,
-        ..
-    } = g;
+    let GraphState { tree, ctx, collapsed, direction, search_box, search_note, help, edge_view, .. } = g;
     // How many levels "collapse to depth" leaves open.
     let depth = RwSignal::new("2".to_string());
     view! {

@@ -18,11 +18,7 @@ use crate::state::{Tree, ctx};
 #[component]
 pub(super) fn AbmDetails(tree: Tree, view: AbmView, choice: OverlayChoice) -> impl IntoView {
     let ctx = ctx();
-    let AbmStructure {
-        topology,
-        globals,
-        agents,
-    } = abm_structure(&view.outline());
+    let AbmStructure { topology, globals, agents } = abm_structure(&view.outline());
     // (node, its series, its step numbers) of the selected node; the overlaid nodes' series.
     let own = RwSignal::new((0, Vec::<Tracked>::new(), Vec::<String>::new()));
     let per_agent = RwSignal::new(None::<AgentTable>);
@@ -46,9 +42,7 @@ pub(super) fn AbmDetails(tree: Tree, view: AbmView, choice: OverlayChoice) -> im
                 let fields =
                     sets.and_then(|sets| outline.try_with_value(|o| abm_fields(o, &last_abm_values(&l), &sets)));
                 if let Some(f) = fields {
-                    values.try_set(Some(
-                        f.globals.iter().map(|f| format!("{} = {}", f.name, f.now)).collect(),
-                    ));
+                    values.try_set(Some(f.globals.iter().map(|f| format!("{} = {}", f.name, f.now)).collect()));
                 }
             }
             if let Ok(i) = api::node_info(t, n).await
@@ -59,22 +53,16 @@ pub(super) fn AbmDetails(tree: Tree, view: AbmView, choice: OverlayChoice) -> im
         });
     });
     let OverlayChoice { band, .. } = choice;
-    let others = overlays(tree, choice.siblings, |t, m| async move {
-        api::node_logs(t, m).await.ok().map(|l| abm_series(&l))
-    });
+    let others =
+        overlays(tree, choice.siblings, |t, m| async move { api::node_logs(t, m).await.ok().map(|l| abm_series(&l)) });
     let terminated = view.terminated.as_ref().map(|t| t.reason.clone());
     let status = move || {
         format!(
             "{} {}{}{}",
             ctx.tr("inspector.step"),
             view.steps,
-            seed.get()
-                .map(|s| format!(" · {} {s}", ctx.tr("abm.seed")))
-                .unwrap_or_default(),
-            terminated
-                .as_ref()
-                .map(|r| format!(" · {} ({r})", ctx.tr("abm.terminated")))
-                .unwrap_or_default()
+            seed.get().map(|s| format!(" · {} {s}", ctx.tr("abm.seed"))).unwrap_or_default(),
+            terminated.as_ref().map(|r| format!(" · {} ({r})", ctx.tr("abm.terminated"))).unwrap_or_default()
         )
     };
     view! {
@@ -113,11 +101,7 @@ pub(super) fn AbmDetails(tree: Tree, view: AbmView, choice: OverlayChoice) -> im
 /// with each variable's sum over the agents in the summary and the last row.
 fn agents_view(table: AgentTable) -> impl IntoView {
     let ctx = ctx();
-    let sums: Vec<String> = table
-        .sums
-        .iter()
-        .map(|s| s.map(crate::chart::value_label).unwrap_or_default())
-        .collect();
+    let sums: Vec<String> = table.sums.iter().map(|s| s.map(crate::chart::value_label).unwrap_or_default()).collect();
     let summary = table
         .names
         .iter()

@@ -46,30 +46,19 @@ pub(super) fn AgentsPanel(
                 .iter()
                 .find(|a| a.name == chosen.get())
                 .map(|a| {
-                    a.properties
-                        .iter()
-                        .map(|(k, v)| (k.clone(), crate::model::property_text(v)))
-                        .collect::<Vec<_>>()
+                    a.properties.iter().map(|(k, v)| (k.clone(), crate::model::property_text(v))).collect::<Vec<_>>()
                 })
                 .unwrap_or_default()
         })
     };
     let memory = move || {
-        view_state.with(|v| {
-            v.agents
-                .iter()
-                .find(|a| a.name == chosen.get())
-                .map(|a| a.memory.clone())
-                .unwrap_or_default()
-        })
+        view_state
+            .with(|v| v.agents.iter().find(|a| a.name == chosen.get()).map(|a| a.memory.clone()).unwrap_or_default())
     };
     // An agent-based model's node: steps and no agents (a node still loading has neither).
     let no_agents = move || {
         view_state.with(|v| {
-            v.agents.is_empty()
-                && v.events
-                    .iter()
-                    .any(|e| e.event_type() == Some(simtree_shared::EventType::AbmStep))
+            v.agents.is_empty() && v.events.iter().any(|e| e.event_type() == Some(simtree_shared::EventType::AbmStep))
         })
     };
     view! {

@@ -99,10 +99,7 @@ pub(super) fn Splitter(width: RwSignal<f64>) -> impl IntoView {
     let drag = StoredValue::new(false);
     let moves = window_event_listener(leptos::ev::mousemove, move |ev| {
         if drag.get_value() {
-            let vw = web_sys::window()
-                .and_then(|w| w.inner_width().ok())
-                .and_then(|v| v.as_f64())
-                .unwrap_or(1400.0);
+            let vw = web_sys::window().and_then(|w| w.inner_width().ok()).and_then(|v| v.as_f64()).unwrap_or(1400.0);
             let w = (vw - f64::from(ev.client_x())).clamp(300.0, vw * 0.7);
             width.set(w);
         }
@@ -121,11 +118,7 @@ pub(super) fn Splitter(width: RwSignal<f64>) -> impl IntoView {
 }
 
 pub(super) fn side_width() -> RwSignal<f64> {
-    RwSignal::new(
-        api::storage_get("devui:sideWidth")
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(440.0),
-    )
+    RwSignal::new(api::storage_get("devui:sideWidth").and_then(|s| s.parse().ok()).unwrap_or(440.0))
 }
 
 pub(super) async fn fetch_node(tree: u64, node: u64) -> Result<NodeView, ApiError> {

@@ -65,14 +65,7 @@ pub(super) fn ComparePanel(tree: Tree) -> impl IntoView {
     let text_of = |e: &LogEntry| {
         event_line(e).map_or_else(
             || e.kind.clone(),
-            |l| {
-                format!(
-                    "{} {}{}",
-                    l.label,
-                    l.agent.map(|a| a + ": ").unwrap_or_default(),
-                    l.text
-                )
-            },
+            |l| format!("{} {}{}", l.label, l.agent.map(|a| a + ": ").unwrap_or_default(), l.text),
         )
     };
     let rows = move || {

@@ -90,11 +90,7 @@ pub(super) fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) ->
             match reply {
                 Ok(r) => {
                     api::storage_set("devui:lastTreeId", &r.id.to_string());
-                    ctx.navigate(if studio {
-                        Route::Studio(Some(r.id))
-                    } else {
-                        Route::SimTree(Some(r.id))
-                    });
+                    ctx.navigate(if studio { Route::Studio(Some(r.id)) } else { Route::SimTree(Some(r.id)) });
                 }
                 Err(e) => {
                     if let Some(m) = ctx.refusal(e) {

@@ -17,10 +17,7 @@ use crate::state::{Tree, ctx};
 pub(super) fn NodeDetails(tree: Tree, view_state: RwSignal<Option<KindView>>) -> impl IntoView {
     let ctx = ctx();
     // The overlay choices outlive the kind views, which are drawn anew with each re-read view.
-    let choice = OverlayChoice {
-        siblings: RwSignal::new(false),
-        band: RwSignal::new(false),
-    };
+    let choice = OverlayChoice { siblings: RwSignal::new(false), band: RwSignal::new(false) };
     let body = move || match view_state.get()? {
         KindView::Abm(v) => Some(view! { <AbmDetails tree view=v choice /> }.into_any()),
         KindView::Social(v) => Some(scene_state(&v.state).into_any()),
@@ -56,11 +53,7 @@ pub(super) fn metrics_table(m: &EpisodeMetrics) -> impl IntoView + use<> {
     let row = |label: &'static str, figure: fn(&Performance) -> Option<f64>, pct_value: bool| {
         let cell = |p: &Performance| {
             let x = figure(p);
-            if pct_value {
-                pct(x)
-            } else {
-                x.map_or_else(|| "–".into(), |x| format!("{x:.2}"))
-            }
+            if pct_value { pct(x) } else { x.map_or_else(|| "–".into(), |x| format!("{x:.2}")) }
         };
         view! { <tr><td>{move || ctx.tr(label)}</td><td>{cell(&m.strategy)}</td><td>{cell(&m.buy_and_hold)}</td></tr> }
     };

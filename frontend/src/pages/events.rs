@@ -41,10 +41,7 @@ pub(super) fn EventsPanel(view_state: RwSignal<NodeView>, stick: RwSignal<bool>,
     stick_to_bottom(stick, el, move || view_state.with(|v| v.events.len()));
     let lines = move || {
         view_state.with(|v| {
-            v.events
-                .iter()
-                .filter_map(|e| if viewer { viewer_line(e) } else { event_line(e) })
-                .collect::<Vec<_>>()
+            v.events.iter().filter_map(|e| if viewer { viewer_line(e) } else { event_line(e) }).collect::<Vec<_>>()
         })
     };
     view! {

@@ -31,17 +31,12 @@ pub(super) fn Inspector(tree: Tree, node_view: RwSignal<Option<KindView>>) -> im
     };
     let reason = move || {
         let n = tree.selected.get()?;
-        tree.graph
-            .with(|g| g.errors.get(&n).cloned())
-            .or_else(|| info.with(|i| i.as_ref()?.error.clone()))
+        tree.graph.with(|g| g.errors.get(&n).cloned()).or_else(|| info.with(|i| i.as_ref()?.error.clone()))
     };
     // A failed (cancelled, interrupted) run can be run again: the same turns from its parent.
     let retry = move || {
         let n = tree.selected.get()?;
-        let ended = matches!(
-            status()?,
-            NodeStatus::Failed | NodeStatus::Cancelled | NodeStatus::Interrupted
-        );
+        let ended = matches!(status()?, NodeStatus::Failed | NodeStatus::Cancelled | NodeStatus::Interrupted);
         if !ended {
             return None;
         }

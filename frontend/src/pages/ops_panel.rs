@@ -94,16 +94,10 @@ pub(super) fn OpsPanel(tree: Tree, node_view: RwSignal<Option<KindView>>, detail
     // What "Stop all" stops: the running children of the fan-out in flight from here, else those
     // of the selected node when it has more than one (a fan-out started elsewhere).
     let stoppable = move || {
-        tree.graph
-            .with(|g| match fan.with(|f| f.as_ref().map(|f| f.running(g))) {
-                Some(children) => children,
-                None => tree
-                    .selected
-                    .get()
-                    .map(|n| g.running_children(n))
-                    .filter(|c| c.len() > 1)
-                    .unwrap_or_default(),
-            })
+        tree.graph.with(|g| match fan.with(|f| f.as_ref().map(|f| f.running(g))) {
+            Some(children) => children,
+            None => tree.selected.get().map(|n| g.running_children(n)).filter(|c| c.len() > 1).unwrap_or_default(),
+        })
     };
     let stop_all = move |_| {
         let Some(t) = tree.id.get_untracked() else { return };

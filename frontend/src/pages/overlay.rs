@@ -72,11 +72,7 @@ pub(super) fn OverlayOptions(choice: OverlayChoice) -> impl IntoView {
 /// (dashed); a variable keeps its colour in all, and the legend names the node of each line.
 pub(super) fn series_lines(own: (u64, &[Tracked]), others: &[(u64, Vec<Tracked>)]) -> Vec<Line> {
     let (n, solid) = own;
-    let names: &Vec<&str> = &solid
-        .iter()
-        .chain(others.iter().flat_map(|(_, d)| d))
-        .map(|(v, _)| v.as_str())
-        .collect();
+    let names: &Vec<&str> = &solid.iter().chain(others.iter().flat_map(|(_, d)| d)).map(|(v, _)| v.as_str()).collect();
     let line = |node: u64, dash: &'static str| {
         move |(name, values): &Tracked| Line {
             class: "series",
@@ -134,11 +130,7 @@ pub(super) fn overlaid(tree: Tree, node: u64, siblings: bool) -> Vec<u64> {
     if siblings {
         let parent = tree.graph.with(|g| g.parent_of(node));
         let kin = tree.graph.with(|g| {
-            g.edges
-                .iter()
-                .filter(|e| Some(e.from) == parent && e.to != node)
-                .map(|e| e.to)
-                .collect::<Vec<_>>()
+            g.edges.iter().filter(|e| Some(e.from) == parent && e.to != node).map(|e| e.to).collect::<Vec<_>>()
         });
         for k in kin {
             if !out.contains(&k) {

@@ -88,10 +88,7 @@ pub fn StudioPage(tree_id: Option<u64>) -> impl IntoView {
             return;
         };
         socket.set_value(None);
-        node_view.set(NodeView {
-            node: n,
-            ..Default::default()
-        });
+        node_view.set(NodeView { node: n, ..Default::default() });
         refetch(t, n);
         if let Ok(s) = api::watch_node(t, n, move |entry| node_view.update(|v| v.apply(entry))) {
             socket.set_value(Some(s));

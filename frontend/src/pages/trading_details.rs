@@ -62,9 +62,8 @@ pub(super) fn TradingDetails(tree: Tree, view: TradingView, choice: OverlayChoic
             benchmark.label = ctx.tr("trading.buyHold").into();
             let (pooled, apart) = pooled_and_apart(tree, o);
             if band.get() && !pooled.is_empty() {
-                let runs: Vec<&[Tracked]> = std::iter::once(own.as_slice())
-                    .chain(pooled.iter().map(|(_, s)| s.as_slice()))
-                    .collect();
+                let runs: Vec<&[Tracked]> =
+                    std::iter::once(own.as_slice()).chain(pooled.iter().map(|(_, s)| s.as_slice())).collect();
                 let (mut lines, bands) = mean_lines(&runs, ctx.tr("overlay.mean"));
                 lines.push(benchmark);
                 lines.extend(series_lines((node, &[]), &apart));

@@ -59,10 +59,7 @@ pub(super) fn TreeBar(tree: Tree) -> impl IntoView {
 /// a copy or make another tree of it.
 fn open_document(t: u64) -> impl IntoView {
     let ctx = ctx();
-    let route = Route::New {
-        kind: None,
-        from: Some(Start::Tree(t)),
-    };
+    let route = Route::New { kind: None, from: Some(Start::Tree(t)) };
     view! {
         <a id="open-document" class="chip-link" href=route.href() on:click=move |ev: web_sys::MouseEvent| {
             ev.prevent_default();

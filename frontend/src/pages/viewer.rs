@@ -17,10 +17,7 @@ pub fn SimViewer(tree_id: Option<u64>, node: u64) -> impl IntoView {
     let node_view = RwSignal::new(NodeView::default());
     let error = RwSignal::new(None::<String>);
     let stick = RwSignal::new(true);
-    set_title(&tree_id.map_or_else(
-        || "Simulation · simtree".into(),
-        |t| format!("node {node} · tree {t} · simtree"),
-    ));
+    set_title(&tree_id.map_or_else(|| "Simulation · simtree".into(), |t| format!("node {node} · tree {t} · simtree")));
     if let Some(t) = tree_id {
         leptos::task::spawn_local(async move {
             match fetch_node(t, node).await {

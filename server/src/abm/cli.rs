@@ -101,9 +101,8 @@ pub fn run_file(
     if !super::venv::python_available() {
         return Err(AbmError::Spawn("python3 is not installed".into()));
     }
-    let mut config = WorkerConfig::for_root(&options.root)
-        .with_limits(options.limits.clone())
-        .with_sandbox(options.sandbox);
+    let mut config =
+        WorkerConfig::for_root(&options.root).with_limits(options.limits.clone()).with_sandbox(options.sandbox);
     // `$SIMTREE_PYTHON` names the interpreter: the checkout's venv is then neither used nor
     // made (a user who cannot write the checkout, or read its venv's interpreter, runs models
     // with an interpreter of their own).
@@ -131,10 +130,7 @@ pub fn run_file(
             options.seed
         )
         .map_err(io)?;
-        let record = StepRecord {
-            step: 0,
-            values: loaded.initial.clone(),
-        };
+        let record = StepRecord { step: 0, values: loaded.initial.clone() };
         writeln!(out, "{}", format_record(&record)).map_err(io)?;
     }
     let mut done = 0;
@@ -172,10 +168,7 @@ pub fn run_file(
         .map_err(io)?;
     }
     let _ = worker.drop_model(loaded.id);
-    Ok(RunSummary {
-        steps: last,
-        terminated: reason,
-    })
+    Ok(RunSummary { steps: last, terminated: reason })
 }
 
 /// One text line per step: `step 12  infectedCount=80  status={I: 80, S: 920}`. Agent-level
@@ -231,10 +224,7 @@ mod tests {
         let ok = validate_file(&fixture("tests/fixtures/abm/seed000_sir_example.json"), &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(!ok);
-        assert!(
-            text.contains("error[unknown-function] model.agents[0][0].initialCount.function"),
-            "{text}"
-        );
+        assert!(text.contains("error[unknown-function] model.agents[0][0].initialCount.function"), "{text}");
         assert!(text.contains(": 2 error(s), "), "{text}");
 
         let mut out = Vec::new();
@@ -268,9 +258,6 @@ mod tests {
             .into_iter()
             .collect(),
         };
-        assert_eq!(
-            format_record(&r),
-            "step    3  infectedCount=80  gini=0.2500  status={I: 1, S: 2}  age=mean 1.5000"
-        );
+        assert_eq!(format_record(&r), "step    3  infectedCount=80  gini=0.2500  status={I: 1, S: 2}  age=mean 1.5000");
     }
 }

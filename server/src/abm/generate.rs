@@ -102,10 +102,7 @@ pub async fn generate(llm: &dyn StructuredLlm, request: &GenerateRequest, option
     match generate_model(llm, request, options).await {
         Ok(r) => AbmResponse::Success {
             model: Box::new(r.model),
-            supporting_info: SupportingInfo {
-                explanation: r.explanation,
-                title: r.title,
-            },
+            supporting_info: SupportingInfo { explanation: r.explanation, title: r.title },
         },
         Err(e) => AbmResponse::Failure { message: e.to_string() },
     }
@@ -153,11 +150,7 @@ pub(crate) fn check_answer(answer: &Value) -> Result<LlmAbmResponse, Vec<String>
         vec![format!("{path}: {}", e.into_inner())]
     })?;
     let report = validate(&parsed.model).with_prefix("model.");
-    if report.is_ok() {
-        Ok(parsed)
-    } else {
-        Err(report.error_lines())
-    }
+    if report.is_ok() { Ok(parsed) } else { Err(report.error_lines()) }
 }
 
 /// An offline stand-in for the LLM: answers with one of the shipped example models, picked by
@@ -200,11 +193,8 @@ impl MockAbmLlm {
             .iter()
             .find_map(|(text, title, words)| {
                 // A keyword is a word's start ("econom": economy, economics).
-                let found: Vec<&str> = words
-                    .iter()
-                    .copied()
-                    .filter(|w| said.iter().any(|s| s.starts_with(w)))
-                    .collect();
+                let found: Vec<&str> =
+                    words.iter().copied().filter(|w| said.iter().any(|s| s.starts_with(w))).collect();
                 (!found.is_empty()).then_some((*text, *title, found))
             })
             .unwrap_or_else(|| {
@@ -218,10 +208,7 @@ impl MockAbmLlm {
         let why = match found.as_slice() {
             [] => "default, since no example's keyword is in the description".to_string(),
             words => {
-                format!(
-                    "the description's {}",
-                    words.iter().map(|w| format!("\"{w}\"")).collect::<Vec<_>>().join(", ")
-                )
+                format!("the description's {}", words.iter().map(|w| format!("\"{w}\"")).collect::<Vec<_>>().join(", "))
             }
         };
         let steps = mock_steps(&said);
@@ -232,12 +219,7 @@ impl MockAbmLlm {
             explanation.push_str(&format!(", run for at most {n} steps as it asks"));
         }
         explanation.push('.');
-        let mut answer = serde_json::to_value(LlmAbmResponse {
-            model,
-            explanation,
-            title,
-        })
-        .unwrap_or(Value::Null);
+        let mut answer = serde_json::to_value(LlmAbmResponse { model, explanation, title }).unwrap_or(Value::Null);
         if let (Some(n), Some(max)) = (steps, answer.pointer_mut("/model/terminationCriteria/maxSteps")) {
             *max = Value::from(n);
         }
@@ -248,13 +230,8 @@ impl MockAbmLlm {
 /// The description's first clause, at most [`MOCK_TITLE_WORDS`] words with no small word at
 /// the end ("for", "of"…), capitalised; `None` when it has no word.
 fn mock_title(prompt: &str) -> Option<String> {
-    const SMALL: [&str; 12] = [
-        "a", "an", "and", "at", "by", "for", "in", "of", "on", "the", "to", "with",
-    ];
-    let clause = prompt
-        .split(['.', ',', ':', ';', '!', '?', '\n'])
-        .next()
-        .unwrap_or_default();
+    const SMALL: [&str; 12] = ["a", "an", "and", "at", "by", "for", "in", "of", "on", "the", "to", "with"];
+    let clause = prompt.split(['.', ',', ':', ';', '!', '?', '\n']).next().unwrap_or_default();
     let mut words: Vec<&str> = clause.split_whitespace().take(MOCK_TITLE_WORDS).collect();
     while words.len() > 1 && words.last().is_some_and(|w| SMALL.contains(&w.to_lowercase().as_str())) {
         words.pop();
@@ -290,10 +267,7 @@ mod tests {
     use super::*;
 
     fn request(prompt: &str) -> GenerateRequest {
-        GenerateRequest {
-            prompt: prompt.into(),
-            last_model: None,
-        }
+        GenerateRequest { prompt: prompt.into(), last_model: None }
     }
 
     #[tokio::test]
@@ -311,25 +285,10 @@ mod tests {
                 "A forest fire spreading on a grid",
                 40,
             ),
-            (
-                "agents trading money at random",
-                "Wealth",
-                "Agents trading money at random",
-                300,
-            ),
-            (
-                "birds flocking for 25 ticks",
-                "SIR Epidemic",
-                "Birds flocking for 25 ticks",
-                25,
-            ),
+            ("agents trading money at random", "Wealth", "Agents trading money at random", 300),
+            ("birds flocking for 25 ticks", "SIR Epidemic", "Birds flocking for 25 ticks", 25),
             ("a wildfire, burning for 30 days", "Forest Fire", "A wildfire", 30),
-            (
-                "people on a network of contacts",
-                "SIR Epidemic",
-                "People on a network of contacts",
-                200,
-            ),
+            ("people on a network of contacts", "SIR Epidemic", "People on a network of contacts", 200),
         ] {
             let r = generate(&MockAbmLlm, &request(prompt), &GenerateOptions::default()).await;
             match r {
@@ -354,10 +313,7 @@ mod tests {
     fn messages_follow_the_contract() {
         let opts = GenerateOptions::default();
         let plain = messages(&opts, "build X", None);
-        assert_eq!(
-            plain.iter().map(|m| m.role).collect::<Vec<_>>(),
-            [Role::System, Role::User]
-        );
+        assert_eq!(plain.iter().map(|m| m.role).collect::<Vec<_>>(), [Role::System, Role::User]);
         assert_eq!(&*plain[1].content, "build X");
         let last = serde_json::json!({"codingLanguage": "python"});
         let iter = messages(&opts, "now add births", Some(&last));
@@ -384,23 +340,15 @@ mod tests {
             Ok(answer.clone())
         };
         let r = generate(&llm, &request("SIR please"), &GenerateOptions::default()).await;
-        let AbmResponse::Failure { message } = r else {
-            panic!("expected a failure")
-        };
-        assert!(
-            message.contains("model.agents[0][0].initialCount.function"),
-            "{message}"
-        );
+        let AbmResponse::Failure { message } = r else { panic!("expected a failure") };
+        assert!(message.contains("model.agents[0][0].initialCount.function"), "{message}");
         assert!(message.contains("globalVariable.infectedCount"), "{message}");
         let seen = seen.into_inner().unwrap();
         assert_eq!(seen.len(), 2, "one repair round");
         let repair = &seen[1].last().unwrap().content;
         assert!(repair.contains("getTotalPopulation"), "{repair}");
         // The schema travels with every call.
-        assert_eq!(
-            serde_json::to_value(AbmResponse::Failure { message }).unwrap()["success"],
-            false
-        );
+        assert_eq!(serde_json::to_value(AbmResponse::Failure { message }).unwrap()["success"], false);
     }
 
     #[tokio::test]

@@ -208,9 +208,7 @@ impl<'de> Visitor<'de> for ScalarVisitor {
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Visited, E> {
-        Number::from_f64(v)
-            .map(|n| Visited::Scalar(Scalar::Number(n)))
-            .ok_or_else(|| E::custom("number is not finite"))
+        Number::from_f64(v).map(|n| Visited::Scalar(Scalar::Number(n))).ok_or_else(|| E::custom("number is not finite"))
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Visited, E> {
@@ -767,29 +765,19 @@ pub struct LlmAbmResponse {
 /// `{success: false, message}`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AbmResponse {
-    Success {
-        model: Box<AbmModel>,
-        supporting_info: SupportingInfo,
-    },
-    Failure {
-        message: String,
-    },
+    Success { model: Box<AbmModel>, supporting_info: SupportingInfo },
+    Failure { message: String },
 }
 
 impl Serialize for AbmResponse {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
-            AbmResponse::Success { model, supporting_info } => Generated {
-                success: true,
-                model,
-                supporting_info: supporting_info.clone(),
+            AbmResponse::Success { model, supporting_info } => {
+                Generated { success: true, model, supporting_info: supporting_info.clone() }.serialize(s)
             }
-            .serialize(s),
-            AbmResponse::Failure { message } => GenerateFailed {
-                success: false,
-                message: message.clone(),
+            AbmResponse::Failure { message } => {
+                GenerateFailed { success: false, message: message.clone() }.serialize(s)
             }
-            .serialize(s),
         }
     }
 }
@@ -801,10 +789,7 @@ impl<'de> Deserialize<'de> for AbmResponse {
         match v.get("success") {
             Some(Value::Bool(true)) => {
                 let w: Generated<AbmModel> = serde_json::from_value(v).map_err(de::Error::custom)?;
-                Ok(AbmResponse::Success {
-                    model: Box::new(w.model),
-                    supporting_info: w.supporting_info,
-                })
+                Ok(AbmResponse::Success { model: Box::new(w.model), supporting_info: w.supporting_info })
             }
             Some(Value::Bool(false)) => {
                 let w: GenerateFailed = serde_json::from_value(v).map_err(de::Error::custom)?;
@@ -833,9 +818,7 @@ impl AbmDocument {
 
     /// Like [`AbmDocument::parse`], from an already parsed JSON value.
     pub(crate) fn from_value(v: Value) -> Result<Self, AbmError> {
-        let obj = v
-            .as_object()
-            .ok_or_else(|| AbmError::Parse("a model document must be a JSON object".into()))?;
+        let obj = v.as_object().ok_or_else(|| AbmError::Parse("a model document must be a JSON object".into()))?;
         if obj.contains_key("success") {
             if obj.get("success") == Some(&Value::Bool(true)) {
                 // Parse the success form with path tracking (the envelope's own Deserialize
@@ -927,14 +910,12 @@ impl SourceRef {
             ["environment", "environmentBehavior", n] if ident(n) => {
                 Some(SourceRef::EnvironmentBehavior(n.to_string()))
             }
-            ["agent", a, "agentAttribute", n] if ident(a) && ident(n) => Some(SourceRef::AgentAttribute {
-                agent: a.to_string(),
-                name: n.to_string(),
-            }),
-            ["agent", a, "agentBehavior", n] if ident(a) && ident(n) => Some(SourceRef::AgentBehavior {
-                agent: a.to_string(),
-                name: n.to_string(),
-            }),
+            ["agent", a, "agentAttribute", n] if ident(a) && ident(n) => {
+                Some(SourceRef::AgentAttribute { agent: a.to_string(), name: n.to_string() })
+            }
+            ["agent", a, "agentBehavior", n] if ident(a) && ident(n) => {
+                Some(SourceRef::AgentBehavior { agent: a.to_string(), name: n.to_string() })
+            }
             ["agent", a, "initialCount"] if ident(a) => Some(SourceRef::InitialCount { agent: a.to_string() }),
             _ => None,
         }
@@ -942,9 +923,7 @@ impl SourceRef {
 
     /// True if the text starts like a sourceName (used to tell references from plain strings).
     pub(crate) fn looks_like(s: &str) -> bool {
-        ["globalVariable.", "globalFunction.", "environment.", "agent."]
-            .iter()
-            .any(|p| s.starts_with(p))
+        ["globalVariable.", "globalFunction.", "environment.", "agent."].iter().any(|p| s.starts_with(p))
             && !s.contains(char::is_whitespace)
     }
 
@@ -985,17 +964,12 @@ impl AgentType {
 impl AbmModel {
     /// Every agent type with its position in the nested `agents` array.
     pub(crate) fn agent_types(&self) -> impl Iterator<Item = ((usize, usize), &AgentType)> {
-        self.agents
-            .iter()
-            .enumerate()
-            .flat_map(|(g, group)| group.iter().enumerate().map(move |(i, t)| ((g, i), t)))
+        self.agents.iter().enumerate().flat_map(|(g, group)| group.iter().enumerate().map(move |(i, t)| ((g, i), t)))
     }
 
     /// The agent type whose sourceNames say `agent.<name>.…`.
     pub(crate) fn agent_type(&self, name: &str) -> Option<&AgentType> {
-        self.agent_types()
-            .map(|(_, t)| t)
-            .find(|t| t.name().as_deref() == Some(name))
+        self.agent_types().map(|(_, t)| t).find(|t| t.name().as_deref() == Some(name))
     }
 
     /// The declared global variable of that name.
@@ -1005,19 +979,12 @@ impl AbmModel {
 
     /// The declared environment attribute of that name.
     pub(crate) fn environment_attribute(&self, name: &str) -> Option<&Variable> {
-        self.environment
-            .environment_attributes
-            .items()
-            .iter()
-            .find(|v| v.name == name)
+        self.environment.environment_attributes.items().iter().find(|v| v.name == name)
     }
 
     /// The tracked variables (empty if none are declared).
     pub(crate) fn tracked_variables(&self) -> &[TrackedVariable] {
-        self.data_analytics
-            .get()
-            .map(|d| d.tracked_variables.items())
-            .unwrap_or(&[])
+        self.data_analytics.get().map(|d| d.tracked_variables.items()).unwrap_or(&[])
     }
 }
 
@@ -1085,19 +1052,16 @@ mod tests {
     fn every_enum_spelling_is_accepted_and_written_back() {
         type Case = (&'static str, fn(&str) -> Result<String, serde_json::Error>);
         let cases: &[Case] = &[
-            (
-                "[\"integer\",\"float\",\"number\",\"string\",\"boolean\",\"array\",\"object\"]",
-                |t| serde_json::to_string(&serde_json::from_str::<Vec<VarType>>(t)?),
-            ),
+            ("[\"integer\",\"float\",\"number\",\"string\",\"boolean\",\"array\",\"object\"]", |t| {
+                serde_json::to_string(&serde_json::from_str::<Vec<VarType>>(t)?)
+            }),
             ("[\"per-agent\",\"model-once\",\"model-batch\"]", |t| {
                 serde_json::to_string(&serde_json::from_str::<Vec<ExecutionMode>>(t)?)
             }),
             ("[\"none\",\"grid\",\"network\"]", |t| {
                 serde_json::to_string(&serde_json::from_str::<Vec<TopologyType>>(t)?)
             }),
-            ("[\"fixed\",\"torus\"]", |t| {
-                serde_json::to_string(&serde_json::from_str::<Vec<BoundaryConditions>>(t)?)
-            }),
+            ("[\"fixed\",\"torus\"]", |t| serde_json::to_string(&serde_json::from_str::<Vec<BoundaryConditions>>(t)?)),
             (
                 "[\"agentAttribute\",\"environmentAttribute\",\"globalVariable\",\"globalFunction\",\"initialCount\"]",
                 |t| serde_json::to_string(&serde_json::from_str::<Vec<InitializationType>>(t)?),
@@ -1105,9 +1069,7 @@ mod tests {
             ("[\"agentBehavior\",\"environmentBehavior\",\"globalFunction\"]", |t| {
                 serde_json::to_string(&serde_json::from_str::<Vec<ScheduleType>>(t)?)
             }),
-            ("[\"model\",\"agent\"]", |t| {
-                serde_json::to_string(&serde_json::from_str::<Vec<CollectionLevel>>(t)?)
-            }),
+            ("[\"model\",\"agent\"]", |t| serde_json::to_string(&serde_json::from_str::<Vec<CollectionLevel>>(t)?)),
             ("[\"start-of-step\",\"end-of-step\"]", |t| {
                 serde_json::to_string(&serde_json::from_str::<Vec<CheckTime>>(t)?)
             }),
@@ -1124,10 +1086,7 @@ mod tests {
         let mut v: Value = serde_json::from_str(text).unwrap();
         v["model"]["agents"][0][0]["agentBehaviors"][1]["executionMode"] = "sometimes".into();
         let err = AbmDocument::from_value(v).unwrap_err().to_string();
-        assert!(
-            err.contains("model.agents[0][0].agentBehaviors[1].executionMode"),
-            "{err}"
-        );
+        assert!(err.contains("model.agents[0][0].agentBehaviors[1].executionMode"), "{err}");
         assert!(err.contains("sometimes"), "{err}");
 
         let mut v: Value = serde_json::from_str(text).unwrap();
@@ -1153,12 +1112,7 @@ mod tests {
         let text = r#"{"success":false,"message":"the LLM refused"}"#;
         assert_eq!(round_trip(text), text);
         let r: AbmResponse = serde_json::from_str(text).unwrap();
-        assert_eq!(
-            r,
-            AbmResponse::Failure {
-                message: "the LLM refused".into()
-            }
-        );
+        assert_eq!(r, AbmResponse::Failure { message: "the LLM refused".into() });
         assert!(serde_json::from_str::<AbmResponse>(r#"{"success":"yes"}"#).is_err());
     }
 
@@ -1166,10 +1120,7 @@ mod tests {
     fn source_names_parse() {
         assert_eq!(
             SourceRef::parse("agent.Person.agentAttribute.status"),
-            Some(SourceRef::AgentAttribute {
-                agent: "Person".into(),
-                name: "status".into()
-            })
+            Some(SourceRef::AgentAttribute { agent: "Person".into(), name: "status".into() })
         );
         assert_eq!(
             SourceRef::parse("agent.Person.initialCount"),

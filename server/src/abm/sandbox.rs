@@ -132,19 +132,10 @@ pub(crate) fn worker_command(
 /// `root/.venv-abm/bin/python`), so that binding the venv shows nothing else of the checkout. The
 /// file itself stays a link: a venv's `python` finds its venv through the link's location.
 fn sandboxed_python(python: &Path) -> Result<PathBuf, AbmError> {
-    let missing = |e: io::Error| {
-        AbmError::Spawn(format!(
-            "{}: {e} (create the venv with `simtree abm setup`)",
-            python.display()
-        ))
-    };
-    let name = python
-        .file_name()
-        .ok_or_else(|| missing(io::ErrorKind::InvalidInput.into()))?;
-    let dir = python
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let missing =
+        |e: io::Error| AbmError::Spawn(format!("{}: {e} (create the venv with `simtree abm setup`)", python.display()));
+    let name = python.file_name().ok_or_else(|| missing(io::ErrorKind::InvalidInput.into()))?;
+    let dir = python.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     Ok(std::fs::canonicalize(dir).map_err(missing)?.join(name))
 }
 
@@ -177,10 +168,7 @@ fn bwrap_command(bwrap: &Path, python: &Path, worker_dir: Option<&Path>) -> Resu
         binds.push(venv.to_path_buf());
     }
     let real = std::fs::canonicalize(python).map_err(|e| {
-        AbmError::Spawn(format!(
-            "{}: {e} (create the venv with `simtree abm setup`)",
-            python.display()
-        ))
+        AbmError::Spawn(format!("{}: {e} (create the venv with `simtree abm setup`)", python.display()))
     })?;
     if let Some(prefix) = real.parent().and_then(Path::parent) {
         binds.push(prefix.to_path_buf());
@@ -204,13 +192,7 @@ fn bwrap_command(bwrap: &Path, python: &Path, worker_dir: Option<&Path>) -> Resu
         let fd = pass_fd(&mut cmd, program)?;
         cmd.arg("--add-seccomp-fd").arg(fd.to_string());
     }
-    cmd.args([
-        "--unshare-all",
-        "--die-with-parent",
-        "--new-session",
-        "--cap-drop",
-        "ALL",
-    ]);
+    cmd.args(["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]);
     cmd.args(["--chdir", "/tmp", "--clearenv"]);
     for (k, v) in allowed_env() {
         cmd.args(["--setenv", k, v]);
@@ -270,10 +252,7 @@ fn probe_with(bwrap: &Path, python: &Path) -> Result<(), AbmError> {
             format!("{} exited with {}: {}", bwrap.display(), out.status, last.trim())
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            format!(
-                "{} is not installed (Debian: apt-get install bubblewrap)",
-                bwrap.display()
-            )
+            format!("{} is not installed (Debian: apt-get install bubblewrap)", bwrap.display())
         }
         Err(e) => format!("cannot run {}: {e}", bwrap.display()),
     };
@@ -434,10 +413,7 @@ mod tests {
             .rposition(|a| ["--ro-bind", "--symlink", "--dev", "--proc", "--tmpfs"].contains(&a.as_str()))
             .unwrap();
         for dir in ["/", "/dev"] {
-            assert!(
-                pos("--remount-ro", dir).is_some_and(|p| p > last_mount),
-                "{dir} in {args:?}"
-            );
+            assert!(pos("--remount-ro", dir).is_some_and(|p| p > last_mount), "{dir} in {args:?}");
         }
         assert_eq!(args.iter().filter(|a| *a == "--add-seccomp-fd").count(), 2, "{args:?}");
     }

@@ -180,12 +180,8 @@ mod tests {
                         "description" if x.is_string() => {}
                         "propertyOrdering" | "additionalProperties" => {}
                         "required" => {
-                            let mut r: Vec<String> = x
-                                .as_array()
-                                .unwrap()
-                                .iter()
-                                .map(|s| s.as_str().unwrap().to_owned())
-                                .collect();
+                            let mut r: Vec<String> =
+                                x.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_owned()).collect();
                             r.sort();
                             out.insert(k.clone(), json!(r));
                         }
@@ -300,23 +296,15 @@ mod tests {
         property_orders(&response_schema(), "", &mut ours);
         property_orders(&seed, "", &mut theirs);
         assert_eq!(ours.len(), theirs.len());
-        let differing: Vec<&str> = ours
-            .iter()
-            .zip(&theirs)
-            .filter(|(a, b)| a != b)
-            .map(|(a, _)| a.0.as_str())
-            .collect();
+        let differing: Vec<&str> =
+            ours.iter().zip(&theirs).filter(|(a, b)| a != b).map(|(a, _)| a.0.as_str()).collect();
         // Seed 000 (the format document, and its example) puts maxSteps first; seed 001's zod
         // schema puts terminationRules first. The types follow seed 000.
         assert_eq!(differing, vec!["/properties/model/properties/terminationCriteria"]);
         let root = response_schema();
         assert_eq!(root["propertyOrdering"], json!(["model", "explanation", "title"]));
         assert_eq!(
-            root["properties"]["model"]["properties"]
-                .as_object()
-                .unwrap()
-                .keys()
-                .collect::<Vec<_>>(),
+            root["properties"]["model"]["properties"].as_object().unwrap().keys().collect::<Vec<_>>(),
             [
                 "codingLanguage",
                 "abmLibrary",

@@ -22,26 +22,17 @@ static INSTALL: Mutex<()> = Mutex::new(());
 
 /// The interpreter inside a venv folder.
 pub(crate) fn venv_python(venv: &Path) -> PathBuf {
-    if cfg!(windows) {
-        venv.join("Scripts").join("python.exe")
-    } else {
-        venv.join("bin").join("python")
-    }
+    if cfg!(windows) { venv.join("Scripts").join("python.exe") } else { venv.join("bin").join("python") }
 }
 
 /// The system Python used to create the venv: `$SIMTREE_BOOTSTRAP_PYTHON`, else `python3`.
 pub(crate) fn bootstrap_python() -> PathBuf {
-    std::env::var_os("SIMTREE_BOOTSTRAP_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("python3"))
+    std::env::var_os("SIMTREE_BOOTSTRAP_PYTHON").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("python3"))
 }
 
 /// Whether a usable `python3` exists on this machine (tests skip only when it does not).
 pub fn python_available() -> bool {
-    Command::new(bootstrap_python())
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
+    Command::new(bootstrap_python()).arg("--version").output().is_ok_and(|o| o.status.success())
 }
 
 /// Why the worker's Python environment could not be made ready; each names the file or the
@@ -54,19 +45,10 @@ pub enum VenvError {
     Write { path: PathBuf, source: std::io::Error },
     /// A command (`python3 -m venv …`, `pip install …`) could not be started.
     #[error("cannot {what}: {command}: {source}")]
-    Spawn {
-        what: &'static str,
-        command: String,
-        source: std::io::Error,
-    },
+    Spawn { what: &'static str, command: String, source: std::io::Error },
     /// A command ran and failed; the last lines of what it wrote to stderr.
     #[error("cannot {what}: {command} exited with {status}:\n{stderr_tail}")]
-    Failed {
-        what: &'static str,
-        command: String,
-        status: std::process::ExitStatus,
-        stderr_tail: String,
-    },
+    Failed { what: &'static str, command: String, status: std::process::ExitStatus, stderr_tail: String },
 }
 
 /// Makes sure `<root>/.venv-abm` exists with the pinned requirements installed, and returns its
@@ -74,10 +56,8 @@ pub enum VenvError {
 pub fn ensure_venv(root: &Path) -> Result<PathBuf, VenvError> {
     let _guard = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
     let requirements_path = root.join(REQUIREMENTS);
-    let requirements = std::fs::read_to_string(&requirements_path).map_err(|source| VenvError::Read {
-        path: requirements_path.clone(),
-        source,
-    })?;
+    let requirements = std::fs::read_to_string(&requirements_path)
+        .map_err(|source| VenvError::Read { path: requirements_path.clone(), source })?;
     let venv = root.join(VENV_DIR);
     let python = venv_python(&venv);
     let marker = venv.join(MARKER);
@@ -85,10 +65,7 @@ pub fn ensure_venv(root: &Path) -> Result<PathBuf, VenvError> {
         return Ok(python);
     }
     if !python.is_file() {
-        run(
-            Command::new(bootstrap_python()).arg("-m").arg("venv").arg(&venv),
-            "create the virtualenv",
-        )?;
+        run(Command::new(bootstrap_python()).arg("-m").arg("venv").arg(&venv), "create the virtualenv")?;
     }
     run(
         Command::new(&python)
@@ -112,12 +89,7 @@ fn run(cmd: &mut Command, what: &'static str) -> Result<(), VenvError> {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let tail: Vec<&str> = stderr.lines().rev().take(15).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
-    Err(VenvError::Failed {
-        what,
-        command,
-        status: out.status,
-        stderr_tail: tail.join("\n"),
-    })
+    Err(VenvError::Failed { what, command, status: out.status, stderr_tail: tail.join("\n") })
 }
 
 #[cfg(test)]
@@ -148,12 +120,7 @@ mod tests {
 
     #[test]
     fn missing_requirements_are_reported() {
-        let err = ensure_venv(Path::new("/nonexistent-simtree-root"))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.starts_with("cannot read /nonexistent-simtree-root/assets/python/requirements.txt: "),
-            "{err}"
-        );
+        let err = ensure_venv(Path::new("/nonexistent-simtree-root")).unwrap_err().to_string();
+        assert!(err.starts_with("cannot read /nonexistent-simtree-root/assets/python/requirements.txt: "), "{err}");
     }
 }

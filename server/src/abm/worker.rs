@@ -105,11 +105,7 @@ pub struct WorkerLimits {
 
 impl Default for WorkerLimits {
     fn default() -> Self {
-        WorkerLimits {
-            call_timeout: Duration::from_secs(120),
-            cpu_seconds_per_call: 60,
-            memory_bytes: 4 << 30,
-        }
+        WorkerLimits { call_timeout: Duration::from_secs(120), cpu_seconds_per_call: 60, memory_bytes: 4 << 30 }
     }
 }
 
@@ -133,20 +129,13 @@ impl WorkerConfig {
             .map(PathBuf::from)
             .unwrap_or_else(|| super::venv::venv_python(&root.join(super::venv::VENV_DIR)));
         let mut limits = WorkerLimits::default();
-        if let Some(secs) = std::env::var(CALL_TIMEOUT_ENV)
-            .ok()
-            .and_then(|v| v.trim().parse::<f64>().ok())
+        if let Some(secs) = std::env::var(CALL_TIMEOUT_ENV).ok().and_then(|v| v.trim().parse::<f64>().ok())
             && secs.is_finite()
             && secs > 0.0
         {
             limits.call_timeout = Duration::from_secs_f64(secs);
         }
-        WorkerConfig {
-            python,
-            script: root.join("assets/python/abm_worker.py"),
-            limits,
-            sandbox: Sandbox::default(),
-        }
+        WorkerConfig { python, script: root.join("assets/python/abm_worker.py"), limits, sandbox: Sandbox::default() }
     }
 
     /// Same, with other limits.
@@ -284,10 +273,9 @@ impl CheckPatch for Patch {
     fn check(&self, model: &AbmModel) -> Result<(), AbmError> {
         let (decl, what) = match self {
             Patch::GlobalVariable { name, .. } => (model.global_variable(name), format!("global variable '{name}'")),
-            Patch::EnvironmentAttribute { name, .. } => (
-                model.environment_attribute(name),
-                format!("environment attribute '{name}'"),
-            ),
+            Patch::EnvironmentAttribute { name, .. } => {
+                (model.environment_attribute(name), format!("environment attribute '{name}'"))
+            }
             Patch::AgentAttribute { agent_type, name, .. } => {
                 let t = model
                     .agent_type(agent_type)
@@ -371,11 +359,7 @@ pub enum Start<'a> {
     Snapshot(&'a Snapshot),
     /// The state reached by building the model with `seed` and running `history` in order: what
     /// a snapshot would hold, recomputed (runs are deterministic given the seed and the plans).
-    Rebuild {
-        model: &'a AbmModel,
-        seed: u64,
-        history: &'a [Advance],
-    },
+    Rebuild { model: &'a AbmModel, seed: u64, history: &'a [Advance] },
 }
 
 /// A one-shot run: patches, then an optional reseed, then `steps` steps. Also the unit of a
@@ -480,10 +464,7 @@ struct Proc {
 impl Proc {
     fn spawn(config: &WorkerConfig) -> Result<Proc, AbmError> {
         if !config.script.is_file() {
-            return Err(AbmError::Spawn(format!(
-                "worker script {} not found",
-                config.script.display()
-            )));
+            return Err(AbmError::Spawn(format!("worker script {} not found", config.script.display())));
         }
         let limits = &config.limits;
         let args = [
@@ -497,9 +478,7 @@ impl Proc {
         let program = cmd.get_program().to_string_lossy().into_owned();
         let tasks = sandbox::cap_tasks(&mut cmd);
         let mut child = sandbox::spawn(cmd).map_err(|e| {
-            AbmError::Spawn(format!(
-                "{program}: {e} (create the venv with `cargo xtask` or abm::venv::ensure_venv)"
-            ))
+            AbmError::Spawn(format!("{program}: {e} (create the venv with `cargo xtask` or abm::venv::ensure_venv)"))
         })?;
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
@@ -522,10 +501,7 @@ impl Proc {
                 let text = match String::from_utf8(line) {
                     Ok(t) if whole => t,
                     Ok(_) => {
-                        keep(
-                            &tail,
-                            format!("simtree: an answer longer than {MAX_ANSWER_BYTES} bytes"),
-                        );
+                        keep(&tail, format!("simtree: an answer longer than {MAX_ANSWER_BYTES} bytes"));
                         break;
                     }
                     Err(_) => break,
@@ -549,14 +525,7 @@ impl Proc {
                 keep(&tail, text);
             }
         });
-        Ok(Proc {
-            child,
-            stdin,
-            lines,
-            stderr_tail,
-            ready: false,
-            _tasks: tasks,
-        })
+        Ok(Proc { child, stdin, lines, stderr_tail, ready: false, _tasks: tasks })
     }
 
     /// Waits for the next protocol line until `deadline`, in short slices so that a
@@ -724,10 +693,7 @@ impl AbmWorker {
     /// Applies a patch; returns how many objects changed (agents for an agent attribute).
     pub fn set(&mut self, id: ModelId, patch: &Patch) -> Result<u64, AbmError> {
         let mut args = Map::new();
-        args.insert(
-            "patch".into(),
-            serde_json::to_value(patch).map_err(|e| AbmError::Protocol(e.to_string()))?,
-        );
+        args.insert("patch".into(), serde_json::to_value(patch).map_err(|e| AbmError::Protocol(e.to_string()))?);
         let out = self.model_call(id, "set", args, true)?;
         Ok(out.get("affected").and_then(Value::as_u64).unwrap_or(0))
     }
@@ -817,11 +783,7 @@ impl AbmWorker {
         let before = self.tracked_now(id)?;
         let report = self.step(id, plan.steps)?;
         let snapshot = self.snapshot(id)?;
-        Ok(Advanced {
-            report,
-            snapshot,
-            before,
-        })
+        Ok(Advanced { report, snapshot, before })
     }
 
     /// The tracked variables as they are now (what a `step 0` record would hold).
@@ -872,9 +834,7 @@ impl AbmWorker {
         args.insert("objects".into(), objects.into());
         args.insert("rounds".into(), rounds.into());
         let out = self.request("bench", args, None)?;
-        out.get("ms")
-            .and_then(Value::as_f64)
-            .ok_or_else(|| AbmError::Protocol("bench answer without ms".into()))
+        out.get("ms").and_then(Value::as_f64).ok_or_else(|| AbmError::Protocol("bench answer without ms".into()))
     }
 
     /// Reference timing: the SIR network model hand-written in Mesa 3 (no specification
@@ -1019,10 +979,7 @@ impl AbmWorker {
                 // Requests are strictly one at a time and a timed-out process is replaced, so
                 // an answer to another request is a protocol fault.
                 if v.get("id").and_then(Value::as_u64) != Some(rid) {
-                    return Err(AbmError::Protocol(format!(
-                        "answer for another request: {}",
-                        clip(&text)
-                    )));
+                    return Err(AbmError::Protocol(format!("answer for another request: {}", clip(&text))));
                 }
                 v
             }
@@ -1049,11 +1006,7 @@ impl AbmWorker {
         }
         let err = out.remove("error").unwrap_or(Value::Null);
         let kind = err.get("kind").and_then(Value::as_str).unwrap_or("internal");
-        let message = err
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or("no message")
-            .to_owned();
+        let message = err.get("message").and_then(Value::as_str).unwrap_or("no message").to_owned();
         let traceback = err.get("traceback").and_then(Value::as_str).map(str::to_owned);
         let id = about.map(|m| m.0).unwrap_or(0);
         Err(match kind {
@@ -1160,10 +1113,7 @@ impl WorkerPool {
         let workers = (0..size.max(1))
             .map(|_| AbmWorker::spawn(config.clone()).map(Mutex::new))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(WorkerPool {
-            workers,
-            next: AtomicUsize::new(0),
-        })
+        Ok(WorkerPool { workers, next: AtomicUsize::new(0) })
     }
 
     pub fn size(&self) -> usize {
@@ -1172,10 +1122,7 @@ impl WorkerPool {
 
     /// How many workers are free right now (not running a call).
     pub fn idle(&self) -> usize {
-        self.workers
-            .iter()
-            .filter(|w| !matches!(w.try_lock(), Err(TryLockError::WouldBlock)))
-            .count()
+        self.workers.iter().filter(|w| !matches!(w.try_lock(), Err(TryLockError::WouldBlock))).count()
     }
 
     /// Runs `f` on a worker: a free one if there is one, else the next in turn (waiting for
@@ -1232,13 +1179,7 @@ impl WorkerPool {
                         for (i, &seed) in seeds.iter().enumerate().skip(k).step_by(n) {
                             let (start, plan) = match start {
                                 Start::Spec { model, .. } => (Start::Spec { model, seed }, plan.clone()),
-                                other => (
-                                    other,
-                                    Advance {
-                                        reseed: Some(seed),
-                                        ..plan.clone()
-                                    },
-                                ),
+                                other => (other, Advance { reseed: Some(seed), ..plan.clone() }),
                             };
                             out.push((i, guard.advance(start, &plan)));
                         }
@@ -1291,12 +1232,9 @@ pub(crate) fn patch_for(source_name: &str, value: Value, agent_id: Option<u64>) 
     match SourceRef::parse(source_name) {
         Some(SourceRef::GlobalVariable(name)) => Ok(Patch::GlobalVariable { name, value }),
         Some(SourceRef::EnvironmentAttribute(name)) => Ok(Patch::EnvironmentAttribute { name, value }),
-        Some(SourceRef::AgentAttribute { agent, name }) => Ok(Patch::AgentAttribute {
-            agent_type: agent,
-            name,
-            value,
-            agent_id,
-        }),
+        Some(SourceRef::AgentAttribute { agent, name }) => {
+            Ok(Patch::AgentAttribute { agent_type: agent, name, value, agent_id })
+        }
         _ => Err(AbmError::BadRequest(format!(
             "'{source_name}' is not the sourceName of a global variable, environment attribute or agent attribute"
         ))),

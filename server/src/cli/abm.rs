@@ -36,23 +36,9 @@ pub(super) fn abm(command: AbmCommand, assets: &std::path::Path, sandbox: crate:
             false => Err(format!("{}: the model has errors", file.display())),
         },
         AbmCommand::Schema { provider } => c::print_schema(&provider, &mut out).map_err(|e| e.to_string()),
-        AbmCommand::Run {
-            file,
-            steps,
-            seed,
-            json,
-        } => {
-            let options = c::RunOptions {
-                steps,
-                seed,
-                json,
-                root,
-                limits: Default::default(),
-                sandbox,
-            };
-            c::run_file(&file, &options, &mut out, &mut err)
-                .map(|_| ())
-                .map_err(|e| e.to_string())
+        AbmCommand::Run { file, steps, seed, json } => {
+            let options = c::RunOptions { steps, seed, json, root, limits: Default::default(), sandbox };
+            c::run_file(&file, &options, &mut out, &mut err).map(|_| ()).map_err(|e| e.to_string())
         }
         AbmCommand::Setup => crate::abm::venv::ensure_venv(&root)
             .map(|p| eprintln!("ABM worker python: {}", p.display()))

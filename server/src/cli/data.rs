@@ -44,16 +44,12 @@ pub(super) fn data(command: DataCommand) -> Result<(), String> {
     match command {
         DataCommand::Check { at } => {
             let (place, report) = match at.database_url {
-                Some(url) => (
-                    "postgresql".to_string(),
-                    crate::store::check::check_postgres(&url).map_err(|e| e.to_string())?,
-                ),
+                Some(url) => {
+                    ("postgresql".to_string(), crate::store::check::check_postgres(&url).map_err(|e| e.to_string())?)
+                }
                 None => {
                     let dir = folder(at.data)?;
-                    (
-                        dir.display().to_string(),
-                        crate::store::check::check(&dir).map_err(|e| e.to_string())?,
-                    )
+                    (dir.display().to_string(), crate::store::check::check(&dir).map_err(|e| e.to_string())?)
                 }
             };
             for p in &report.problems {
@@ -90,9 +86,7 @@ pub(super) fn data_import(name: String, file: PathBuf, storage: StorageArgs) -> 
     if name == crate::workbench::SHIPPED_DATASET {
         return Err(format!("'{name}' is the shipped dataset's name; choose another"));
     }
-    let len = std::fs::metadata(&file)
-        .map_err(|e| format!("cannot read {shown}: {e}"))?
-        .len();
+    let len = std::fs::metadata(&file).map_err(|e| format!("cannot read {shown}: {e}"))?.len();
     if len > crate::trading::dataset::MAX_DATASET_BYTES as u64 {
         return Err(format!(
             "{shown}: {len} bytes; a dataset may have at most {}",
@@ -101,24 +95,14 @@ pub(super) fn data_import(name: String, file: PathBuf, storage: StorageArgs) -> 
     }
     let text = std::fs::read_to_string(&file).map_err(|e| format!("cannot read {shown}: {e}"))?;
     let d = crate::trading::dataset::parse_dataset(&text).map_err(|e| format!("{shown}: {e}"))?;
-    let store = storage
-        .open()?
-        .ok_or("--ephemeral keeps nothing: name a data folder or database")?;
+    let store = storage.open()?.ok_or("--ephemeral keeps nothing: name a data folder or database")?;
     let existing = store.read(|db| db.dataset_names()).map_err(|e| e.to_string())?;
     if existing.contains(&name) {
-        return Err(format!(
-            "a dataset called '{name}' exists; delete it first or choose another name"
-        ));
+        return Err(format!("a dataset called '{name}' exists; delete it first or choose another name"));
     }
-    store.write(crate::store::Write::Dataset {
-        name: name.clone(),
-        body: text,
-    });
+    store.write(crate::store::Write::Dataset { name: name.clone(), body: text });
     store.flush().map_err(|e| e.to_string())?;
     let tickers = d.market.tickers().join(", ");
-    println!(
-        "dataset {name}: {} rows, {} to {}, tickers {tickers}",
-        d.rows, d.first, d.last
-    );
+    println!("dataset {name}: {} rows, {} to {}, tickers {tickers}", d.rows, d.first, d.last);
     Ok(())
 }

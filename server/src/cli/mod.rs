@@ -204,10 +204,7 @@ fn run(cli: Cli) -> Result<(), String> {
         None => crate::embedded::assets_dir().map_err(|e| e.to_string())?,
     };
     let sandbox = crate::abm::Sandbox::from_unsafe_flag(cli.unsafe_abm);
-    if let Command::Trade {
-        command: TradeCommand::Run(args),
-    } = cli.command
-    {
+    if let Command::Trade { command: TradeCommand::Run(args) } = cli.command {
         return crate::trading::cli::trade_run(args).map(|out| print!("{out}"));
     }
     if let Command::Abm { command } = cli.command {
@@ -220,11 +217,7 @@ fn run(cli: Cli) -> Result<(), String> {
         return table(args);
     }
     let library = ScenarioLibrary::load_assets(&assets).map_err(|e| e.to_string())?;
-    let ground = Ground {
-        library,
-        assets,
-        sandbox,
-    };
+    let ground = Ground { library, assets, sandbox };
     let library = &ground.library;
     match cli.command {
         Command::Trade { .. } | Command::Abm { .. } | Command::Data { .. } | Command::Table(_) => Ok(()),
@@ -263,9 +256,7 @@ fn workbench_on(
     library: ScenarioLibrary,
     assets: &std::path::Path,
 ) -> Result<crate::workbench::Workbench, String> {
-    let store = storage
-        .open()?
-        .ok_or("--ephemeral keeps nothing: name a data folder or database")?;
+    let store = storage.open()?.ok_or("--ephemeral keeps nothing: name a data folder or database")?;
     let mut wb = crate::workbench::Workbench::new(library, Backend::Mock, Limits::default());
     wb.setup().use_assets(assets);
     wb.setup().attach_store(store).map_err(|e| e.to_string())?;
@@ -274,8 +265,5 @@ fn workbench_on(
 
 /// The multi-thread runtime a command runs its async work on.
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())
 }

@@ -78,10 +78,7 @@ pub(super) fn run_headless(a: RunArgs, g: &Ground) -> Result<(), String> {
     };
     let (ctx, ledger) = crate::backend::run_ctx(&backend, req).map_err(|e| e.to_string())?;
     let counted = Arc::new(crate::headless::Counted::new(ctx.llm.clone()));
-    let ctx = RunCtx {
-        llm: counted.clone(),
-        ..ctx
-    };
+    let ctx = RunCtx { llm: counted.clone(), ..ctx };
     let initial = sim.fork().initial_events();
     let mut tree = crate::tree::SimTree::new(&scenario, sim);
     tree.document = document.map(Arc::new);
@@ -100,11 +97,7 @@ pub(super) fn run_headless(a: RunArgs, g: &Ground) -> Result<(), String> {
         if closed.is_some() {
             return;
         }
-        let line = if json {
-            serde_json::to_string(e).unwrap_or_default()
-        } else {
-            human_line(e)
-        };
+        let line = if json { serde_json::to_string(e).unwrap_or_default() } else { human_line(e) };
         if let Err(err) = writeln!(out, "{line}") {
             closed = Some(err);
         }
@@ -126,9 +119,8 @@ pub(super) fn run_headless(a: RunArgs, g: &Ground) -> Result<(), String> {
         print(&e);
     };
     let rt = runtime()?;
-    let mut finished = rt
-        .block_on(crate::headless::advance(tree, turns, &ctx, &ledger, &mut sink))
-        .map_err(|e| e.to_string())?;
+    let mut finished =
+        rt.block_on(crate::headless::advance(tree, turns, &ctx, &ledger, &mut sink)).map_err(|e| e.to_string())?;
     if let Some(bar) = progress {
         bar.finish_and_clear();
     }
@@ -158,10 +150,7 @@ pub(super) fn write_run(dir: &std::path::Path, run: &mut crate::headless::Finish
     std::fs::create_dir_all(dir).map_err(|e| fail("the folder", &e))?;
     let export = run.export().map_err(|e| e.to_string())?;
     let put = |name: &str, text: String| std::fs::write(dir.join(name), text).map_err(|e| fail(name, &e));
-    put(
-        "tree.json",
-        serde_json::to_string(&export).map_err(|e| fail("tree.json", &e))?,
-    )?;
+    put("tree.json", serde_json::to_string(&export).map_err(|e| fail("tree.json", &e))?)?;
     let mut log = String::new();
     run.tree
         .for_each_log_entry(run.node, |l| {
@@ -171,14 +160,8 @@ pub(super) fn write_run(dir: &std::path::Path, run: &mut crate::headless::Finish
         .map_err(|e| fail("log.jsonl", &e))?;
     put("log.jsonl", log)?;
     let usage = crate::llm::ledger::UsageTotals::of(&run.records);
-    put(
-        "usage.json",
-        serde_json::to_string_pretty(&usage).map_err(|e| fail("usage.json", &e))?,
-    )?;
-    put(
-        "records.json",
-        serde_json::to_string(&run.records).map_err(|e| fail("records.json", &e))?,
-    )
+    put("usage.json", serde_json::to_string_pretty(&usage).map_err(|e| fail("usage.json", &e))?)?;
+    put("records.json", serde_json::to_string(&run.records).map_err(|e| fail("records.json", &e))?)
 }
 
 pub(super) fn s<'a>(v: &'a Value, k: &str) -> &'a str {
@@ -200,10 +183,7 @@ pub(super) fn uploaded_market(a: &RunArgs, name: &str) -> Result<Arc<MarketData>
     let owned = name.to_string();
     let text = store.read(move |db| db.dataset(&owned)).map_err(|e| e.to_string())?;
     let text = text.ok_or_else(|| {
-        format!(
-            "scenario: episode.dataset: no dataset called '{name}' in {} (see simtree data import)",
-            store.location
-        )
+        format!("scenario: episode.dataset: no dataset called '{name}' in {} (see simtree data import)", store.location)
     })?;
     let d = crate::trading::dataset::parse_dataset(&text).map_err(|e| format!("dataset '{name}': {e}"))?;
     Ok(Arc::new(d.market))
@@ -215,20 +195,13 @@ pub(super) const MAX_SCENARIO_FILE_BYTES: u64 = 16 << 20;
 /// A scenario document from a file: its id (the file stem) and its JSON.
 pub(super) fn read_scenario_file(path: &std::path::Path) -> Result<(String, Value), String> {
     let shown = path.display();
-    let len = std::fs::metadata(path)
-        .map_err(|e| format!("cannot read {shown}: {e}"))?
-        .len();
+    let len = std::fs::metadata(path).map_err(|e| format!("cannot read {shown}: {e}"))?.len();
     if len > MAX_SCENARIO_FILE_BYTES {
-        return Err(format!(
-            "{shown}: {len} bytes; a scenario file may have at most {MAX_SCENARIO_FILE_BYTES}"
-        ));
+        return Err(format!("{shown}: {len} bytes; a scenario file may have at most {MAX_SCENARIO_FILE_BYTES}"));
     }
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
     let doc = serde_json::from_str(&text).map_err(|e| format!("{shown}: not valid JSON: {e}"))?;
-    let id = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "document".into());
+    let id = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "document".into());
     Ok((id, doc))
 }
 
@@ -243,20 +216,11 @@ pub(crate) fn human_line(e: &Event) -> String {
         EventType::ActionEnd => format!(
             "[result] {} {} {}",
             s(d, "agent"),
-            if d["success"] == Value::Bool(true) {
-                "ok"
-            } else {
-                "failed"
-            },
+            if d["success"] == Value::Bool(true) { "ok" } else { "failed" },
             d["summary"].as_str().unwrap_or("-")
         ),
         EventType::AgentCtxDelta => {
-            format!(
-                "[ctx] {} <{}> {}",
-                s(d, "agent"),
-                s(d, "role"),
-                s(d, "content").replace('\n', "\\n")
-            )
+            format!("[ctx] {} <{}> {}", s(d, "agent"), s(d, "role"), s(d, "content").replace('\n', "\\n"))
         }
         EventType::PlanUpdate => format!("[plan] {} {}", s(d, "agent"), d["plan"]),
         EventType::EmotionUpdate => format!("[emotion] {} {}", s(d, "agent"), s(d, "emotion")),

@@ -113,11 +113,7 @@ pub struct ServeJobs {
 
 /// `simtree serve`: the plan of the flags, then the server's life on its database (`fleet`).
 pub(super) fn serve(a: ServeArgs, ground: Ground) -> Result<(), String> {
-    let Ground {
-        library,
-        assets,
-        sandbox,
-    } = ground;
+    let Ground { library, assets, sandbox } = ground;
     let ServeArgs {
         addr,
         max_body_bytes,
@@ -200,8 +196,7 @@ pub(super) fn serve(a: ServeArgs, ground: Ground) -> Result<(), String> {
         shutdown_grace: std::time::Duration::from_secs(shutdown_grace_secs),
     });
     let rt = runtime()?;
-    rt.block_on(crate::fleet::serve(plan, addr, advertise, own_worker))
-        .map_err(|e| e.to_string())
+    rt.block_on(crate::fleet::serve(plan, addr, advertise, own_worker)).map_err(|e| e.to_string())
 }
 
 /// The access policy of `serve`: a non-loopback address needs a token (anyone on the network
@@ -240,16 +235,9 @@ fn origins(flag: &str, given: Vec<String>, example: &str) -> Result<Vec<String>,
         .into_iter()
         .map(|o| {
             let o = o.trim_end_matches('/').to_string();
-            let rest = o
-                .strip_prefix("http://")
-                .or_else(|| o.strip_prefix("https://"))
-                .unwrap_or("");
+            let rest = o.strip_prefix("http://").or_else(|| o.strip_prefix("https://")).unwrap_or("");
             let valid = !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_graphic() && !b"/'\";,".contains(&b));
-            if valid {
-                Ok(o)
-            } else {
-                Err(format!("{flag} {o}: expected scheme://host[:port], e.g. {example}"))
-            }
+            if valid { Ok(o) } else { Err(format!("{flag} {o}: expected scheme://host[:port], e.g. {example}")) }
         })
         .collect()
 }

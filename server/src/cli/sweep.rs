@@ -23,13 +23,7 @@ pub struct SweepArgs {
 
 /// `simtree sweep`: every cell × replicate in parallel, with a progress bar on a terminal.
 pub(super) fn sweep(a: SweepArgs, g: &Ground) -> Result<(), String> {
-    let SweepArgs {
-        file,
-        json,
-        csv,
-        parallel,
-        llm,
-    } = a;
+    let SweepArgs { file, json, csv, parallel, llm } = a;
     let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
     let spec = <crate::sweep::SweepSpec as crate::sweep::SweepPlan>::parse(&text)
         .map_err(|e| format!("{}: {e}", file.display()))?;
@@ -53,9 +47,7 @@ pub(super) fn sweep(a: SweepArgs, g: &Ground) -> Result<(), String> {
         }
     };
     let rt = runtime()?;
-    let results = rt
-        .block_on(crate::sweep::run(&spec, &env, &progress))
-        .map_err(|e| e.to_string())?;
+    let results = rt.block_on(crate::sweep::run(&spec, &env, &progress)).map_err(|e| e.to_string())?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -64,10 +56,7 @@ pub(super) fn sweep(a: SweepArgs, g: &Ground) -> Result<(), String> {
     }
     let mut out = std::io::stdout().lock();
     let text = if json {
-        results
-            .iter()
-            .map(|r| serde_json::to_string(r).unwrap_or_default() + "\n")
-            .collect()
+        results.iter().map(|r| serde_json::to_string(r).unwrap_or_default() + "\n").collect()
     } else {
         crate::sweep::table(&results)
     };

@@ -46,11 +46,8 @@ pub struct TableArgs {
 /// Writes every page of the table.
 pub(super) fn table(args: TableArgs) -> Result<(), String> {
     let mut base = reqwest::Url::parse(&args.url).map_err(|e| format!("--url {}: {e}", args.url))?;
-    let token = args.token.clone().or_else(|| {
-        base.query_pairs()
-            .find(|(k, _)| k == "token")
-            .map(|(_, v)| v.into_owned())
-    });
+    let token =
+        args.token.clone().or_else(|| base.query_pairs().find(|(k, _)| k == "token").map(|(_, v)| v.into_owned()));
     base.set_query(None);
     let route = match args.sweep {
         Some(sweep) => format!("devui/simtree/{}/sweep/{sweep}/table", args.tree),
@@ -63,20 +60,14 @@ pub(super) fn table(args: TableArgs) -> Result<(), String> {
         )),
         None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     rt.block_on(async {
         let client = reqwest::Client::new();
         let mut offset = Some(0u64);
         let mut first = true;
         while let Some(at) = offset {
-            let mut query = vec![
-                ("format", args.format.clone()),
-                ("offset", at.to_string()),
-                ("limit", args.page.to_string()),
-            ];
+            let mut query =
+                vec![("format", args.format.clone()), ("offset", at.to_string()), ("limit", args.page.to_string())];
             match args.sweep {
                 Some(_) => query.push(("series", (!args.no_series).to_string())),
                 None => query.push(("scope", if args.path { "path" } else { "subtree" }.to_string())),
@@ -92,18 +83,11 @@ pub(super) fn table(args: TableArgs) -> Result<(), String> {
                 let detail = body["detail"].as_str().unwrap_or("no detail").to_string();
                 return Err(format!("{url}: {status}: {detail}"));
             }
-            offset = res
-                .headers()
-                .get("x-next-offset")
-                .and_then(|v| v.to_str().ok()?.parse().ok());
+            offset = res.headers().get("x-next-offset").and_then(|v| v.to_str().ok()?.parse().ok());
             // A CSV page after the first repeats the header line: leave it out.
             let mut skip_header = !first && args.format == "csv";
             first = false;
-            while let Some(chunk) = res
-                .chunk()
-                .await
-                .map_err(|e| format!("{url}: the page broke off: {e}"))?
-            {
+            while let Some(chunk) = res.chunk().await.map_err(|e| format!("{url}: the page broke off: {e}"))? {
                 let mut bytes = &chunk[..];
                 if skip_header {
                     match bytes.iter().position(|&b| b == b'\n') {

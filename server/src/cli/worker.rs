@@ -45,10 +45,9 @@ impl QueueArgs {
             url: url.to_string(),
             lapse: std::time::Duration::from_secs(self.job_lapse_secs),
             max_attempts: self.job_attempts,
-            abm_workers: self.abm_workers.map_or_else(
-                || std::thread::available_parallelism().map_or(1, usize::from),
-                |n| n as usize,
-            ),
+            abm_workers: self
+                .abm_workers
+                .map_or_else(|| std::thread::available_parallelism().map_or(1, usize::from), |n| n as usize),
             nearby: Default::default(),
         }
     }
@@ -56,18 +55,12 @@ impl QueueArgs {
 
 /// `simtree worker`: runs jobs until SIGTERM or ctrl-c.
 pub(super) fn worker(a: WorkerArgs, g: &Ground) -> Result<(), String> {
-    let WorkerArgs {
-        database_url,
-        concurrency,
-        llm_config,
-        queue,
-    } = a;
+    let WorkerArgs { database_url, concurrency, llm_config, queue } = a;
     let wb = crate::fleet::worker_bench(&g.library, &g.assets, g.sandbox, llm_config.as_deref(), &database_url)
         .map_err(|e| e.to_string())?;
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let concurrency = concurrency.map_or(cores, |c| c as usize);
     let rt = runtime()?;
     eprintln!("simtree: worker taking runs from the job queue, {concurrency} at a time");
-    rt.block_on(crate::fleet::run_worker(wb, queue.config(&database_url), concurrency))
-        .map_err(|e| e.to_string())
+    rt.block_on(crate::fleet::run_worker(wb, queue.config(&database_url), concurrency)).map_err(|e| e.to_string())
 }

@@ -34,32 +34,17 @@ pub struct Outcome {
 
 impl Outcome {
     pub(crate) fn ok(result: ActionResult, summary: impl Into<String>, pass_control: bool) -> Self {
-        Outcome {
-            success: true,
-            result,
-            summary: Some(summary.into()),
-            pass_control,
-        }
+        Outcome { success: true, result, summary: Some(summary.into()), pass_control }
     }
 
     pub(crate) fn fail(result: ActionResult, summary: impl Into<String>) -> Self {
-        Outcome {
-            success: false,
-            result,
-            summary: Some(summary.into()),
-            pass_control: false,
-        }
+        Outcome { success: false, result, summary: Some(summary.into()), pass_control: false }
     }
 
     /// The action is not in the agent's action space: no feedback, no summary (upstream's silent
     /// failure; the agent's next step sees no new input and its turn ends).
     pub(crate) fn silent() -> Self {
-        Outcome {
-            success: false,
-            result: ActionResult::Done {},
-            summary: None,
-            pass_control: false,
-        }
+        Outcome { success: false, result: ActionResult::Done {}, summary: None, pass_control: false }
     }
 
     /// The result as it is logged, for tests that compare it with the JSON upstream writes.
@@ -79,8 +64,7 @@ pub(crate) type Handled = Result<Outcome, ActionError>;
 
 /// A required field of an action, or the error upstream's `KeyError` stands for.
 pub(crate) fn required<'a>(call: &'a ActionCall, field: &str) -> Result<&'a str, ActionError> {
-    call.get(field)
-        .ok_or_else(|| ActionError(format!("action {} is missing its required field <{field}>", call.name)))
+    call.get(field).ok_or_else(|| ActionError(format!("action {} is missing its required field <{field}>", call.name)))
 }
 
 /// Everything a handler gets besides the scene and the world.

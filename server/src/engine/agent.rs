@@ -115,11 +115,7 @@ impl Agent {
     }
 
     fn ctx_delta(&self, role: Role, content: &str) -> Event {
-        Event::of(&CtxDelta {
-            agent: self.name.clone(),
-            role: role.as_str().to_string(),
-            content: content.to_string(),
-        })
+        Event::of(&CtxDelta { agent: self.name.clone(), role: role.as_str().to_string(), content: content.to_string() })
     }
 
     /// `properties.map_xy` as integer coordinates, when present.
@@ -174,10 +170,7 @@ impl Agent {
                 Ok((actions, plan, emotion)) => {
                     if let Some(emotion) = emotion {
                         self.emotion = emotion.clone();
-                        out.push(Event::of(&EmotionUpdate {
-                            agent: self.name.clone(),
-                            emotion,
-                        }));
+                        out.push(Event::of(&EmotionUpdate { agent: self.name.clone(), emotion }));
                     }
                     break (output, actions, plan);
                 }
@@ -189,11 +182,7 @@ impl Agent {
         };
         if let Some(plan) = plan {
             self.plan_state = plan.clone();
-            out.push(Event::of(&PlanUpdate {
-                agent: self.name.clone(),
-                kind: PlanUpdateKind::Replace,
-                plan,
-            }));
+            out.push(Event::of(&PlanUpdate { agent: self.name.clone(), kind: PlanUpdateKind::Replace, plan }));
         }
         self.short_memory.append(Role::Assistant, &output);
         out.push(self.ctx_delta(Role::Assistant, &output));
@@ -214,11 +203,7 @@ impl Agent {
             None => parse::parse_action(output)?,
         };
         let plan = parse::parse_plan_update(sections.plan_update)?;
-        let emotion = if emotion_enabled {
-            parse::parse_emotion(sections.emotion_update)
-        } else {
-            None
-        };
+        let emotion = if emotion_enabled { parse::parse_emotion(sections.emotion_update) } else { None };
         Ok((action.into_iter().collect(), plan, emotion))
     }
 }
@@ -255,10 +240,7 @@ mod tests {
         fn new(replies: &[&str]) -> Self {
             let mut r: Vec<String> = replies.iter().map(|s| s.to_string()).collect();
             r.reverse();
-            Script {
-                replies: Mutex::new(r),
-                seen: Mutex::new(Vec::new()),
-            }
+            Script { replies: Mutex::new(r), seen: Mutex::new(Vec::new()) }
         }
     }
 
@@ -271,10 +253,7 @@ mod tests {
     }
 
     fn run<F: std::future::Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(f)
+        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
     }
 
     const GOOD: &str = "--- Thoughts ---\nx\n--- Plan ---\n1. y\n--- Action ---\n<Action name=\"yield\" />\n--- Plan Update ---\n<Strategy>calm</Strategy>";
@@ -284,10 +263,7 @@ mod tests {
         let mut a = Agent::new("Ann", vec![ActionKind::Yield]);
         let llm = Script::new(&[GOOD]);
         let (mut st, mut out) = (LlmState::default(), Vec::new());
-        assert_eq!(
-            run(a.process(no_scene, &llm, &mut st, &mut out, false)).unwrap(),
-            Decision::Idle
-        );
+        assert_eq!(run(a.process(no_scene, &llm, &mut st, &mut out, false)).unwrap(), Decision::Idle);
         a.add_env_feedback("hello");
         let d = run(a.process(no_scene, &llm, &mut st, &mut out, false)).unwrap();
         assert_eq!(d, Decision::Acted(vec![ActionCall::new("yield")]));
@@ -312,10 +288,7 @@ mod tests {
         assert!(matches!(err, AgentError::Unparseable { attempts: 4, .. }), "{err}");
         let seen = llm.seen.lock().unwrap();
         assert_eq!(seen.len(), 4);
-        assert!(
-            seen.iter().all(|req| req == &seen[0]),
-            "retries resend the same context"
-        );
+        assert!(seen.iter().all(|req| req == &seen[0]), "retries resend the same context");
         assert!(out.is_empty());
         assert_eq!(a.short_memory.len(), 1, "a failed decision stores nothing");
     }
@@ -345,11 +318,7 @@ mod tests {
         run(a.process(no_scene, &llm, &mut st, &mut out, false)).unwrap();
         assert_eq!(a.emotion, "Trust");
         assert_eq!(out[0].kind, EventType::EmotionUpdate);
-        assert!(
-            llm.seen.lock().unwrap()[0][0]
-                .content
-                .contains("Your current emotion is neutral.")
-        );
+        assert!(llm.seen.lock().unwrap()[0][0].content.contains("Your current emotion is neutral."));
     }
 
     #[test]

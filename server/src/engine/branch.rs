@@ -45,22 +45,18 @@ impl Simulator {
                     props.insert(k.clone(), v.clone());
                 }
             }
-            Op::SceneStatePatch { updates } => self
-                .scene
-                .patch_state(updates)
-                .map_err(|e| OpError::Bad(e.to_string()))?,
+            Op::SceneStatePatch { updates } => {
+                self.scene.patch_state(updates).map_err(|e| OpError::Bad(e.to_string()))?
+            }
             Op::PublicBroadcast { text } => self.broadcast(&SceneEvent::public(text.clone())),
-            Op::SceneVarSet { name, value, agent } => self
-                .custom(op)?
-                .set_var(name, value, agent.as_deref())
-                .map_err(|e| OpError::Bad(e.0))?,
+            Op::SceneVarSet { name, value, agent } => {
+                self.custom(op)?.set_var(name, value, agent.as_deref()).map_err(|e| OpError::Bad(e.0))?
+            }
             Op::AgentRoleSet { name, role } => {
                 let i = self.agent(name)?;
                 self.custom(op)?.set_role(name, role).map_err(|e| OpError::Bad(e.0))?;
                 // The agent's properties say its role too, as in the document it came from.
-                self.world.agents[i]
-                    .properties
-                    .insert("role".into(), serde_json::Value::String(role.clone()));
+                self.world.agents[i].properties.insert("role".into(), serde_json::Value::String(role.clone()));
             }
             Op::SceneProseSet { prose } => {
                 if prose.is_empty() {
@@ -69,13 +65,10 @@ impl Simulator {
                             .into(),
                     ));
                 }
-                self.set_prose(prose)
-                    .map_err(|e| OpError::Bad(format!("scene_prose_set: {e}")))?;
+                self.set_prose(prose).map_err(|e| OpError::Bad(format!("scene_prose_set: {e}")))?;
             }
             Op::Advance { .. } => {
-                return Err(OpError::Bad(
-                    "Unknown op: advance (use the advance routes to run turns)".into(),
-                ));
+                return Err(OpError::Bad("Unknown op: advance (use the advance routes to run turns)".into()));
             }
             other => return Err(OpError::Foreign(other.name())),
         }
@@ -87,12 +80,9 @@ impl Simulator {
 
     /// The index of agent `name`, or why there is none.
     fn agent(&self, name: &str) -> Result<usize, OpError> {
-        self.world.agent_index(name).ok_or_else(|| {
-            OpError::Bad(format!(
-                "unknown agent '{name}' (agents: {})",
-                self.world.names().join(", ")
-            ))
-        })
+        self.world
+            .agent_index(name)
+            .ok_or_else(|| OpError::Bad(format!("unknown agent '{name}' (agents: {})", self.world.names().join(", "))))
     }
 
     /// The custom scene an op of custom scenes applies to.

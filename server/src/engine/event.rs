@@ -76,46 +76,23 @@ pub(crate) fn time_prefix(time: Option<i64>) -> String {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SceneEvent {
-    Message {
-        sender: String,
-        message: String,
-    },
-    Public {
-        content: String,
-        prefix: String,
-    },
-    News {
-        content: String,
-    },
-    Status {
-        data: String,
-    },
-    Speak {
-        sender: String,
-        message: String,
-    },
-    TalkTo {
-        sender: String,
-        recipient: String,
-        message: String,
-    },
+    Message { sender: String, message: String },
+    Public { content: String, prefix: String },
+    News { content: String },
+    Status { data: String },
+    Speak { sender: String, message: String },
+    TalkTo { sender: String, recipient: String, message: String },
 }
 
 impl SceneEvent {
     /// A public announcement with the default `Public Event` prefix.
     pub(crate) fn public(content: impl Into<String>) -> Self {
-        SceneEvent::Public {
-            content: content.into(),
-            prefix: "Public Event".into(),
-        }
+        SceneEvent::Public { content: content.into(), prefix: "Public Event".into() }
     }
 
     /// A public announcement with a custom prefix (`System`, `Event`, …).
     pub(crate) fn public_with(prefix: &str, content: impl Into<String>) -> Self {
-        SceneEvent::Public {
-            content: content.into(),
-            prefix: prefix.into(),
-        }
+        SceneEvent::Public { content: content.into(), prefix: prefix.into() }
     }
 
     /// The line an agent reads, with the `[H:MM] ` prefix when a time is given.
@@ -127,11 +104,7 @@ impl SceneEvent {
             SceneEvent::News { content } => format!("{t}[NEWS] {content}"),
             SceneEvent::Status { data } => format!("{t}Status: {data}"),
             SceneEvent::Speak { sender, message } => format!("{t}{sender}: {message}"),
-            SceneEvent::TalkTo {
-                sender,
-                recipient,
-                message,
-            } => {
+            SceneEvent::TalkTo { sender, recipient, message } => {
                 format!("{t}{sender} to {recipient}: {message}")
             }
         }
@@ -174,25 +147,15 @@ mod tests {
 
     #[test]
     fn lines_match_upstream_templates() {
-        let m = SceneEvent::Message {
-            sender: "Alice".into(),
-            message: "hi".into(),
-        };
+        let m = SceneEvent::Message { sender: "Alice".into(), message: "hi".into() };
         assert_eq!(m.line(Some(1080)), "[18:00] [Message] Alice: hi");
         assert_eq!(SceneEvent::public("x").line(None), "Public Event: x");
         assert_eq!(SceneEvent::public_with("Event", "y").line(Some(61)), "[1:01] Event: y");
         assert_eq!(SceneEvent::News { content: "n".into() }.line(None), "[NEWS] n");
         assert_eq!(SceneEvent::Status { data: "s".into() }.line(None), "Status: s");
-        let s = SceneEvent::Speak {
-            sender: "Bo".into(),
-            message: "m".into(),
-        };
+        let s = SceneEvent::Speak { sender: "Bo".into(), message: "m".into() };
         assert_eq!(s.line(None), "Bo: m");
-        let t = SceneEvent::TalkTo {
-            sender: "A".into(),
-            recipient: "B".into(),
-            message: "m".into(),
-        };
+        let t = SceneEvent::TalkTo { sender: "A".into(), recipient: "B".into(), message: "m".into() };
         assert_eq!(t.line(Some(0)), "[0:00] A to B: m");
         assert_eq!(t.class(), SceneEventClass::TalkToEvent);
         assert_eq!(t.sender(), Some("A"));

@@ -89,11 +89,7 @@ impl Hooks {
 
 impl std::fmt::Debug for Hooks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "Hooks(runner)"
-        } else {
-            "Hooks(none)"
-        })
+        f.write_str(if self.0.is_some() { "Hooks(runner)" } else { "Hooks(none)" })
     }
 }
 
@@ -111,11 +107,7 @@ pub enum HookError {
     #[error("hook {hook} returned {0} effects; at most {MAX_HOOK_EFFECTS}", .count)]
     TooMany { hook: &'static str, count: usize },
     #[error("hook {hook}, effect [{index}]: {message}")]
-    Effect {
-        hook: &'static str,
-        index: usize,
-        message: String,
-    },
+    Effect { hook: &'static str, index: usize, message: String },
 }
 
 /// Whether `source` defines `hook` as a top-level function (`def NAME(` at the start of a line:

@@ -88,9 +88,7 @@ impl Serialize for ShortTermMemory {
 
 impl<'de> Deserialize<'de> for ShortTermMemory {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(ShortTermMemory {
-            list: AppendList::deserialize(d)?,
-        })
+        Ok(ShortTermMemory { list: AppendList::deserialize(d)? })
     }
 }
 

@@ -198,10 +198,7 @@ mod tests {
     #[test]
     fn cycled_yields_listed_names_even_when_not_agents() {
         let a = agents(&["A", "B"]);
-        let mut o = Ordering::Cycled {
-            names: vec!["A".into(), "A".into(), "Z".into()],
-            idx: 0,
-        };
+        let mut o = Ordering::Cycled { names: vec!["A".into(), "A".into(), "Z".into()], idx: 0 };
         assert_eq!(picks(&mut o, &a, 4), ["A", "A", "Z", "A"]);
     }
 
@@ -231,11 +228,7 @@ mod tests {
     #[test]
     fn moderated_queue_asks_then_falls_back_and_survives_clone() {
         let a = agents(&["M", "A", "B"]);
-        let mut o = Ordering::LlmModerated {
-            moderator: "M".into(),
-            names: vec![],
-            queue: VecDeque::new(),
-        };
+        let mut o = Ordering::LlmModerated { moderator: "M".into(), names: vec![], queue: VecDeque::new() };
         o.attach(&a);
         let mut rng = Rng::seeded(1);
         assert_eq!(o.pick(&a, &mut rng, None), Pick::NeedsModerator);

@@ -152,10 +152,7 @@ pub(crate) fn parse_action(block: &str) -> Result<Option<ActionCall>, ParseError
 }
 
 fn starts_with_no_change(block: &str) -> bool {
-    block
-        .trim()
-        .get(..9)
-        .is_some_and(|p| p.eq_ignore_ascii_case("no change"))
+    block.trim().get(..9).is_some_and(|p| p.eq_ignore_ascii_case("no change"))
 }
 
 /// Items of a numbered list (`1. text` per line); empty text or `(none)` is an empty list.
@@ -171,10 +168,7 @@ fn numbered_items(tag: &str, text: &str) -> Result<Vec<String>, ParseError> {
         match item {
             Some(item) => items.push(item.trim().to_string()),
             None => {
-                return Err(ParseError::PlanList {
-                    tag: tag.into(),
-                    line: line.into(),
-                });
+                return Err(ParseError::PlanList { tag: tag.into(), line: line.into() });
             }
         }
     }
@@ -183,11 +177,7 @@ fn numbered_items(tag: &str, text: &str) -> Result<Vec<String>, ParseError> {
 
 /// Removes a marker such as `[CURRENT]` from an item; reports whether it was there.
 fn take_marker(item: &str, marker: &str) -> (String, bool) {
-    if item.contains(marker) {
-        (item.replace(marker, "").trim().to_string(), true)
-    } else {
-        (item.to_string(), false)
-    }
+    if item.contains(marker) { (item.replace(marker, "").trim().to_string(), true) } else { (item.to_string(), false) }
 }
 
 /// Parses a Plan Update block. `Ok(None)` = no update (empty or `no change`); otherwise the new
@@ -252,10 +242,7 @@ mod tests {
         let s = split_sections(FULL);
         assert_eq!(s.thoughts, "think");
         assert_eq!(s.plan, "1. Do. [CURRENT]");
-        assert_eq!(
-            s.action,
-            "<Action name=\"send_message\"><message>Hi &amp; bye</message></Action>"
-        );
+        assert_eq!(s.action, "<Action name=\"send_message\"><message>Hi &amp; bye</message></Action>");
         assert_eq!(s.plan_update, "no change");
         assert_eq!(s.emotion_update, "Joy");
         assert_eq!(split_sections("nothing"), Sections::default());
@@ -301,10 +288,7 @@ mod tests {
 
     #[test]
     fn stray_ampersands_are_normalised() {
-        assert_eq!(
-            normalize_ampersands("R&D &amp; &#38; &#x26; & x&"),
-            "R&amp;D &amp; &#38; &#x26; &amp; x&amp;"
-        );
+        assert_eq!(normalize_ampersands("R&D &amp; &#38; &#x26; & x&"), "R&amp;D &amp; &#38; &#x26; &amp; x&amp;");
         assert_eq!(normalize_ampersands("&#; &#x; &1;"), "&amp;#; &amp;#x; &amp;1;");
         let call = parse_action("<Action name=\"speak\"><message>Q&A</message></Action>").unwrap();
         assert_eq!(call.unwrap().get("message"), Some("Q&A"));
@@ -317,10 +301,7 @@ mod tests {
         assert_eq!(call.name, "b");
         assert_eq!(
             call.fields.iter().collect::<Vec<_>>(),
-            vec![
-                (&"x".to_string(), &"3".to_string()),
-                (&"y".to_string(), &"2".to_string())
-            ]
+            vec![(&"x".to_string(), &"3".to_string()), (&"y".to_string(), &"2".to_string())]
         );
     }
 
@@ -343,20 +324,11 @@ mod tests {
         assert_eq!(parse_plan_update("No change."), Ok(None));
         // Plain text parses to an all-empty plan (upstream wipes the plan too).
         assert_eq!(parse_plan_update("None"), Ok(Some(PlanState::default())));
-        assert_eq!(
-            parse_plan_update("<Goals>(none)</Goals>"),
-            Ok(Some(PlanState::default()))
-        );
+        assert_eq!(parse_plan_update("<Goals>(none)</Goals>"), Ok(Some(PlanState::default())));
         assert!(matches!(parse_plan_update("<Goal>1. x</Goal>"), Err(ParseError::PlanTag(t)) if t == "Goal"));
-        assert!(matches!(
-            parse_plan_update("<Goals>- x</Goals>"),
-            Err(ParseError::PlanList { .. })
-        ));
+        assert!(matches!(parse_plan_update("<Goals>- x</Goals>"), Err(ParseError::PlanList { .. })));
         assert!(matches!(parse_plan_update("<Goals>1. x"), Err(ParseError::PlanXml(_))));
-        assert_eq!(
-            parse_plan_update("<Goals>1. a [CURRENT]\n2. b [CURRENT]</Goals>"),
-            Err(ParseError::PlanTwoCurrent)
-        );
+        assert_eq!(parse_plan_update("<Goals>1. a [CURRENT]\n2. b [CURRENT]</Goals>"), Err(ParseError::PlanTwoCurrent));
         assert!(parse_plan_update("<Notes>R&D</Notes>").unwrap().unwrap().notes == "R&D");
     }
 

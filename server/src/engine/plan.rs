@@ -23,12 +23,8 @@ pub(crate) fn render(plan: &PlanState) -> String {
     };
     let mut out = String::from("Internal Plan State:\n");
     let goals = plan.goals.iter().map(|g| {
-        let (id, desc, priority, status) = (
-            or(&g.id, "?"),
-            or(&g.desc, ""),
-            or(&g.priority, ""),
-            or(&g.status, "pending"),
-        );
+        let (id, desc, priority, status) =
+            (or(&g.id, "?"), or(&g.desc, ""), or(&g.priority, ""), or(&g.status, "pending"));
         format!("[{id}] {desc} (priority: {priority}, status: {status})")
     });
     list(&mut out, "Internal Goals:\n", goals.collect());
@@ -37,10 +33,7 @@ pub(crate) fn render(plan: &PlanState) -> String {
         format!("[{id}] {desc} (status: {status})")
     });
     list(&mut out, "Internal Milestones:\n", milestones.collect());
-    out.push_str(&format!(
-        "Internal Strategy:\n{}\nInternal Notes:\n{}\n",
-        plan.strategy, plan.notes
-    ));
+    out.push_str(&format!("Internal Strategy:\n{}\nInternal Notes:\n{}\n", plan.strategy, plan.notes));
     out
 }
 

@@ -106,10 +106,7 @@ impl SceneText {
 }
 
 /// An action's text where there is no catalogue.
-const NO_TEXT: ActionSpec = ActionSpec {
-    desc: "",
-    instruction: "",
-};
+const NO_TEXT: ActionSpec = ActionSpec { desc: "", instruction: "" };
 
 const PLAN_INIT_HINT: &str = "You have no goals or milestones yet. In this response, add a Plan Update that sets up numbered Goals and Milestones for yourself.";
 
@@ -177,11 +174,7 @@ pub(crate) fn output_format(emotion_enabled: bool) -> String {
 
 /// The agent's emotion line (empty when emotions are off).
 fn emotion_line(agent: &Agent) -> String {
-    if agent.emotion_enabled {
-        format!("Your current emotion is {}.", agent.emotion)
-    } else {
-        String::new()
-    }
+    if agent.emotion_enabled { format!("Your current emotion is {}.", agent.emotion) } else { String::new() }
 }
 
 /// The agent's plan as the prompt shows it, with the hint to start one while it has none.
@@ -213,10 +206,7 @@ pub(crate) fn state_message(agent: &Agent) -> String {
 /// What `agent`'s next decision in `scene` sends before its memory and after it: its system
 /// prompt, and its state message when its state goes last.
 pub(crate) fn agent_prompt(agent: &Agent, scene: &SceneText) -> (String, Option<String>) {
-    (
-        system_prompt(agent, scene),
-        agent.state_last.then(|| state_message(agent)),
-    )
+    (system_prompt(agent, scene), agent.state_last.then(|| state_message(agent)))
 }
 
 /// Builds the full system prompt of `agent` in `scene`.
@@ -244,11 +234,7 @@ pub(crate) fn system_prompt(agent: &Agent, scene: &SceneText) -> String {
     } else {
         format!("Here are some examples:\n{}\n\n", scene.examples)
     };
-    let language = if agent.language.is_empty() {
-        "en"
-    } else {
-        &agent.language
-    };
+    let language = if agent.language.is_empty() { "en" } else { &agent.language };
     format!(
         "\nYou are {name}.\nYou speak in a {style} style.\n{emotion_line}\n\n{profile}\n\n{role}\n\n{plan_block}\n{policy}\n\n{description}\n\n{guidelines}\n\nAction Space:\n\nAvailable Actions:\n{catalogue}\nUsage:\n{usage}\n{examples}{format}\n\nInitial instruction:\n{instruction}\n",
         name = agent.name,
@@ -269,14 +255,8 @@ mod tests {
 
     #[test]
     fn generic_blocks_avoid_mock_trigger_words() {
-        let text = format!(
-            "{}{}{}{}",
-            output_format(true),
-            language_policy("en"),
-            PLAN_INIT_HINT,
-            PLANNING_GUIDE
-        )
-        .to_lowercase();
+        let text = format!("{}{}{}{}", output_format(true), language_policy("en"), PLAN_INIT_HINT, PLANNING_GUIDE)
+            .to_lowercase();
         let found = crate::llm::mock::trigger_words_in(&text);
         assert!(found.is_empty(), "trigger words in generic text: {found:?}");
         assert!(!text.contains("you are"), "only the name line may say 'You are'");

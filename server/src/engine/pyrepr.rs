@@ -13,10 +13,7 @@ pub(crate) fn py_repr(v: &Value) -> String {
         Value::String(s) => py_str_repr(s),
         Value::Array(items) => format!("[{}]", items.iter().map(py_repr).collect::<Vec<_>>().join(", ")),
         Value::Object(map) => {
-            let items: Vec<String> = map
-                .iter()
-                .map(|(k, v)| format!("{}: {}", py_str_repr(k), py_repr(v)))
-                .collect();
+            let items: Vec<String> = map.iter().map(|(k, v)| format!("{}: {}", py_str_repr(k), py_repr(v))).collect();
             format!("{{{}}}", items.join(", "))
         }
     }
@@ -54,11 +51,7 @@ fn py_number(n: &Number) -> String {
 
 /// Python's string repr: single quotes unless the text has a single quote and no double one.
 pub(crate) fn py_str_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
+    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
     let mut out = String::with_capacity(s.len() + 2);
     out.push(quote);
     for c in s.chars() {

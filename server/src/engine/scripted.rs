@@ -25,10 +25,7 @@ use crate::llm::{LlmState, mock};
 
 /// The scripted answer to one agent prompt (see the module docs).
 pub fn reply(messages: &[Message], state: &mut LlmState) -> String {
-    let system = messages
-        .iter()
-        .find(|m| m.role == Role::System)
-        .map_or("", |m| m.content.as_ref());
+    let system = messages.iter().find(|m| m.role == Role::System).map_or("", |m| m.content.as_ref());
     let catalogue = catalogue(system);
     if catalogue.is_empty() {
         return mock::reply(messages, state);
@@ -70,11 +67,7 @@ fn respond(thought: &str, call: &ActionCall) -> String {
     let xml = if call.fields.is_empty() {
         format!("<Action name=\"{}\" />", call.name)
     } else {
-        let body: String = call
-            .fields
-            .iter()
-            .map(|(k, v)| format!("<{k}>{}</{k}>", xml_escape(v)))
-            .collect();
+        let body: String = call.fields.iter().map(|(k, v)| format!("<{k}>{}</{k}>", xml_escape(v))).collect();
         format!("<Action name=\"{}\">{body}</Action>", call.name)
     };
     format!(
@@ -165,20 +158,15 @@ impl Transcript {
 
     /// The rest of the last heard line that starts with `prefix` (after any `[hh:mm]` time).
     fn field(&self, prefix: &str) -> Option<&str> {
-        self.heard()
-            .rev()
-            .find_map(|(_, l)| untimed(l).strip_prefix(prefix))
-            .map(str::trim)
+        self.heard().rev().find_map(|(_, l)| untimed(l).strip_prefix(prefix)).map(str::trim)
     }
 
     /// The actions this agent took after item `since`.
     fn did_since(&self, since: usize) -> impl Iterator<Item = &ActionCall> {
-        self.items[since.min(self.items.len())..]
-            .iter()
-            .filter_map(|it| match it {
-                Item::Did(c) => Some(c),
-                Item::Heard(_) => None,
-            })
+        self.items[since.min(self.items.len())..].iter().filter_map(|it| match it {
+            Item::Did(c) => Some(c),
+            Item::Heard(_) => None,
+        })
     }
 
     fn ever_did(&self, action: &str) -> bool {
@@ -215,10 +203,7 @@ fn untimed(line: &str) -> &str {
         Some((t, rest)) if t.len() <= 6 && t.contains(':') => rest,
         _ => line,
     };
-    ["Public Event: ", "Event: ", "System: "]
-        .into_iter()
-        .find_map(|p| rest.strip_prefix(p))
-        .unwrap_or(rest)
+    ["Public Event: ", "Event: ", "System: "].into_iter().find_map(|p| rest.strip_prefix(p)).unwrap_or(rest)
 }
 
 /// FNV-1a: a small hash that is the same on every platform and Rust version.
@@ -297,24 +282,15 @@ fn werewolf(t: &Transcript) -> (&'static str, ActionCall) {
         return moderate(t);
     }
     let dead = werewolf_dead(t);
-    let living: Vec<String> = participants(t)
-        .into_iter()
-        .filter(|n| !dead.contains(n) && !is_moderator_name(n) && *n != t.me)
-        .collect();
+    let living: Vec<String> =
+        participants(t).into_iter().filter(|n| !dead.contains(n) && !is_moderator_name(n) && *n != t.me).collect();
     let Some(phase_line) = t.heard().rev().find_map(|(_, l)| l.strip_prefix("Phase: ")) else {
         return ("Nothing to do yet.", yield_());
     };
     let phase_line = phase_line.to_string();
     // "night (day 2)" is written only during that night, so its first line starts the phase.
-    let start = t
-        .heard()
-        .find(|(_, l)| l.strip_prefix("Phase: ") == Some(phase_line.as_str()))
-        .map_or(0, |(i, _)| i);
-    let day: i64 = phase_line
-        .split("(day ")
-        .nth(1)
-        .and_then(|r| r.trim_end_matches(')').parse().ok())
-        .unwrap_or(0);
+    let start = t.heard().find(|(_, l)| l.strip_prefix("Phase: ") == Some(phase_line.as_str())).map_or(0, |(i, _)| i);
+    let day: i64 = phase_line.split("(day ").nth(1).and_then(|r| r.trim_end_matches(')').parse().ok()).unwrap_or(0);
     let acted = |names: &[&str]| t.did_since(start).any(|c| names.contains(&c.name.as_str()));
     // Wolves know each other from the first night's talk and from the kill votes they hear.
     let mut wolves: Vec<String> = t
@@ -338,10 +314,7 @@ fn werewolf(t: &Transcript) -> (&'static str, ActionCall) {
             Some((name.to_string(), verdict.starts_with("a werewolf")))
         })
         .collect();
-    let known_wolf = seer_finds
-        .iter()
-        .find(|(n, w)| *w && living.contains(n))
-        .map(|(n, _)| n.clone());
+    let known_wolf = seer_finds.iter().find(|(n, w)| *w && living.contains(n)).map(|(n, _)| n.clone());
 
     if phase_line.starts_with("night") {
         if t.can("night_kill") {
@@ -359,9 +332,9 @@ fn werewolf(t: &Transcript) -> (&'static str, ActionCall) {
             // wolf's first status line of the night).
             let dusk = t.last_heard("Night begins.").unwrap_or(0);
             let tonight = t.items[dusk..].iter().rev().find_map(|it| match it {
-                Item::Heard(l) => untimed(l)
-                    .split_once(" voted night kill to ")
-                    .map(|(_, v)| v.trim_end_matches('.').to_string()),
+                Item::Heard(l) => {
+                    untimed(l).split_once(" voted night kill to ").map(|(_, v)| v.trim_end_matches('.').to_string())
+                }
                 Item::Did(_) => None,
             });
             let prey: Vec<&String> = living.iter().filter(|n| !wolves.contains(n)).collect();
@@ -377,10 +350,7 @@ fn werewolf(t: &Transcript) -> (&'static str, ActionCall) {
             if acted(&["inspect"]) {
                 return ("I have looked tonight.", yield_());
             }
-            let unseen: Vec<&String> = living
-                .iter()
-                .filter(|n| !seer_finds.iter().any(|(s, _)| s == *n))
-                .collect();
+            let unseen: Vec<&String> = living.iter().filter(|n| !seer_finds.iter().any(|(s, _)| s == *n)).collect();
             return match unseen.get(t.pick("inspect", unseen.len())) {
                 Some(n) => ("Look into someone new.", ActionCall::new("inspect").with("target", *n)),
                 None => ("Everyone is known.", yield_()),
@@ -395,14 +365,9 @@ fn werewolf(t: &Transcript) -> (&'static str, ActionCall) {
                 return ("Rescue tonight's victim.", ActionCall::new("witch_save"));
             }
             if day >= 2 && t.can("witch_poison") && !t.ever_did("witch_poison") && t.chance("poison") < 0.5 {
-                let target = known_wolf
-                    .clone()
-                    .or_else(|| living.get(t.pick("poison-target", living.len())).cloned());
+                let target = known_wolf.clone().or_else(|| living.get(t.pick("poison-target", living.len())).cloned());
                 if let Some(target) = target {
-                    return (
-                        "Poison a suspect.",
-                        ActionCall::new("witch_poison").with("target", target),
-                    );
+                    return ("Poison a suspect.", ActionCall::new("witch_poison").with("target", target));
                 }
             }
             return ("Keep my potions.", yield_());
@@ -466,10 +431,7 @@ fn werewolf(t: &Transcript) -> (&'static str, ActionCall) {
             .or_else(|| living.get(t.pick("lynch", living.len())).cloned())
     };
     match target {
-        Some(v) => (
-            "Vote for the likeliest wolf.",
-            ActionCall::new("vote_lynch").with("target", v),
-        ),
+        Some(v) => ("Vote for the likeliest wolf.", ActionCall::new("vote_lynch").with("target", v)),
         None => ("No one to vote for.", yield_()),
     }
 }
@@ -485,10 +447,7 @@ fn moderate(t: &Transcript) -> (&'static str, ActionCall) {
         return ("The discussion has run; open the vote.", ActionCall::new("open_voting"));
     }
     if latest.is_some() && latest == open && t.can("close_voting") {
-        return (
-            "Everyone has had a turn to vote; close it.",
-            ActionCall::new("close_voting"),
-        );
+        return ("Everyone has had a turn to vote; close it.", ActionCall::new("close_voting"));
     }
     ("Let the night run.", yield_())
 }
@@ -549,10 +508,7 @@ fn candidates(hand: &[(Rank, u32)], two_decks: bool) -> Vec<(Vec<Rank>, Combo)> 
         }
     }
     // Sequences: straights (5+ singles), pair sequences (3+ pairs), triple sequences (2+).
-    let seq: Vec<Rank> = Rank::ALL
-        .into_iter()
-        .filter(|r| !matches!(r, Rank::Two | Rank::SJ | Rank::BJ))
-        .collect();
+    let seq: Vec<Rank> = Rank::ALL.into_iter().filter(|r| !matches!(r, Rank::Two | Rank::SJ | Rank::BJ)).collect();
     for (width, min_len) in [(1u32, 5usize), (2, 3), (3, 2)] {
         for start in 0..seq.len() {
             let mut run = Vec::new();
@@ -570,10 +526,7 @@ fn candidates(hand: &[(Rank, u32)], two_decks: bool) -> Vec<(Vec<Rank>, Combo)> 
     if count(Rank::SJ) >= 1 && count(Rank::BJ) >= 1 {
         plays.push(vec![Rank::SJ, Rank::BJ]);
     }
-    plays
-        .into_iter()
-        .filter_map(|p| evaluate(&p, two_decks).map(|c| (p, c)))
-        .collect()
+    plays.into_iter().filter_map(|p| evaluate(&p, two_decks).map(|c| (p, c))).collect()
 }
 
 fn is_bomb(c: &Combo) -> bool {
@@ -627,20 +580,14 @@ fn current_lead(t: &Transcript) -> Option<(Vec<Rank>, String)> {
         }
         let (owner, rest) = l.split_once(" played: ")?;
         let cards = rest.rsplit_once(" (").map_or(rest, |(c, _)| c);
-        Some(Some((
-            cards.split_whitespace().filter_map(Rank::parse).collect(),
-            owner.to_string(),
-        )))
+        Some(Some((cards.split_whitespace().filter_map(Rank::parse).collect(), owner.to_string())))
     })?
 }
 
 fn play(t: &Transcript, hand: &[(Rank, u32)]) -> (&'static str, ActionCall) {
     let options = candidates(hand, t.two_decks);
     let play_of = |cards: &[Rank]| ActionCall::new("play_cards").with("cards", cards_text(cards));
-    let landlord = t
-        .field("Landlord is")
-        .and_then(|r| r.split('.').next())
-        .map(str::to_string);
+    let landlord = t.field("Landlord is").and_then(|r| r.split('.').next()).map(str::to_string);
     let lead = current_lead(t).filter(|(_, owner)| *owner != t.me);
     let Some((cards, owner)) = lead else {
         // Lead: get rid of the lowest rank in the longest shape that holds it, bombs kept back.
@@ -720,9 +667,7 @@ fn council(t: &Transcript) -> (&'static str, ActionCall) {
         } else {
             "abstain"
         };
-        let call = ActionCall::new("vote")
-            .with("vote", vote)
-            .with("comment", "My considered view.");
+        let call = ActionCall::new("vote").with("vote", vote).with("comment", "My considered view.");
         return ("Cast my vote.", call);
     }
     if open || concluded.is_some() || t.just_spoke() {
@@ -757,12 +702,7 @@ fn custom(t: &Transcript, system: &str) -> (&'static str, ActionCall) {
         let line = t.heard().rev().map(|(_, l)| l).find(|l| l.contains(OPEN_NOW))?;
         let rest = &line[line.find(label)? + label.len()..];
         let rest = rest.split(';').next().unwrap_or_default().trim();
-        Some(
-            rest.split(" | ")
-                .filter(|n| !n.is_empty())
-                .map(str::to_string)
-                .collect(),
-        )
+        Some(rest.split(" | ").filter(|n| !n.is_empty()).map(str::to_string).collect())
     };
     let open = listed(OPEN_NOW).unwrap_or_else(|| t.catalogue.clone());
     let in_game = listed(IN_THE_GAME);
@@ -852,9 +792,7 @@ fn village(t: &Transcript) -> (&'static str, ActionCall) {
             });
             if let Some(resource) = stock.filter(|_| t.can("gather_resource")) {
                 let amount = (1 + t.pick("amount", 3)).to_string();
-                let call = ActionCall::new("gather_resource")
-                    .with("resource", resource)
-                    .with("amount", amount);
+                let call = ActionCall::new("gather_resource").with("resource", resource).with("amount", amount);
                 return ("Collect what is here.", call);
             }
             // A place near enough that the walk cannot cost more than the energy left.
@@ -869,10 +807,9 @@ fn village(t: &Transcript) -> (&'static str, ActionCall) {
                 })
                 .collect();
             match places.get(t.pick("place", places.len())) {
-                Some(p) if t.can("move_to_location") => (
-                    "Walk somewhere new.",
-                    ActionCall::new("move_to_location").with("location", p.clone()),
-                ),
+                Some(p) if t.can("move_to_location") => {
+                    ("Walk somewhere new.", ActionCall::new("move_to_location").with("location", p.clone()))
+                }
                 _ => ("Nowhere worth the walk.", yield_()),
             }
         }
@@ -911,16 +848,10 @@ mod tests {
 
     #[test]
     fn a_wolf_kills_a_living_non_wolf_after_the_first_night() {
-        let mut st = LlmState {
-            seed: 7,
-            ..LlmState::default()
-        };
+        let mut st = LlmState { seed: 7, ..LlmState::default() };
         let heard = "Participants: Moderator, Elena, Mira, Pia, Taro. Roles.\n[18:00] Mira: I am Mira, one of the wolves.\n[06:00] The night ends. At dawn, Taro was found dead.\nStatus: --- Status ---\nPhase: night (day 1)";
         let r = reply(&msgs(WOLF, heard), &mut st);
-        assert!(
-            r.contains("<Action name=\"night_kill\"><target>Pia</target></Action>"),
-            "{r}"
-        );
+        assert!(r.contains("<Action name=\"night_kill\"><target>Pia</target></Action>"), "{r}");
     }
 
     #[test]
@@ -940,32 +871,11 @@ mod tests {
     #[test]
     fn the_same_prompt_and_seed_give_the_same_answer() {
         let sys = "\nYou are Ann.\nAvailable Actions:\n- send_message: a\n- yield: b\nUsage:\n";
-        let a = reply(
-            &msgs(sys, "hello"),
-            &mut LlmState {
-                seed: 3,
-                ..LlmState::default()
-            },
-        );
-        let b = reply(
-            &msgs(sys, "hello"),
-            &mut LlmState {
-                seed: 3,
-                ..LlmState::default()
-            },
-        );
+        let a = reply(&msgs(sys, "hello"), &mut LlmState { seed: 3, ..LlmState::default() });
+        let b = reply(&msgs(sys, "hello"), &mut LlmState { seed: 3, ..LlmState::default() });
         assert_eq!(a, b);
-        let per_seed: std::collections::BTreeSet<String> = (0..20)
-            .map(|seed| {
-                reply(
-                    &msgs(sys, "hello"),
-                    &mut LlmState {
-                        seed,
-                        ..LlmState::default()
-                    },
-                )
-            })
-            .collect();
+        let per_seed: std::collections::BTreeSet<String> =
+            (0..20).map(|seed| reply(&msgs(sys, "hello"), &mut LlmState { seed, ..LlmState::default() })).collect();
         assert!(per_seed.len() > 1, "the seed changes the lines");
     }
 }

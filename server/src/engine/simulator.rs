@@ -118,12 +118,7 @@ pub struct SimOptions {
 
 impl Default for SimOptions {
     fn default() -> Self {
-        SimOptions {
-            max_steps_per_turn: DEFAULT_MAX_STEPS,
-            emotion_enabled: false,
-            seed: 0,
-            prose: None,
-        }
+        SimOptions { max_steps_per_turn: DEFAULT_MAX_STEPS, emotion_enabled: false, seed: 0, prose: None }
     }
 }
 
@@ -223,9 +218,7 @@ impl Simulator {
     /// events (tests, benchmarks and the CLI; the server awaits [`Simulator::run`] instead).
     pub fn run_blocking(&mut self, max_turns: u64, llm: &dyn LlmClient) -> (Result<RunReport, RunError>, Vec<Event>) {
         let mut events = Vec::new();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .expect("a current-thread runtime");
+        let rt = tokio::runtime::Builder::new_current_thread().build().expect("a current-thread runtime");
         let report = rt.block_on(self.run(max_turns, llm, &mut events));
         (report, events)
     }
@@ -252,11 +245,7 @@ impl Simulator {
         llm: &dyn LlmClient,
         sink: &mut (dyn EventSink + Send),
     ) -> Result<RunReport, RunError> {
-        let mut report = RunReport {
-            turns: 0,
-            complete: false,
-            stuck: false,
-        };
+        let mut report = RunReport { turns: 0, complete: false, stuck: false };
         // Names picked that are not agents (cycled orderings) do not count as turns; a bound keeps
         // a list of only stale names from spinning forever.
         let mut misses = 0usize;
@@ -326,10 +315,7 @@ impl Simulator {
                     short_memory: a
                         .short_memory
                         .iter()
-                        .map(|m| MemoryLine {
-                            role: m.role.as_str().to_string(),
-                            content: m.content.to_string(),
-                        })
+                        .map(|m| MemoryLine { role: m.role.as_str().to_string(), content: m.content.to_string() })
                         .collect(),
                     emotion: a.emotion.clone(),
                     properties: a.properties.clone(),
@@ -397,16 +383,9 @@ impl Simulator {
     ) -> Result<(), RunError> {
         let agent_name = self.world.agents[idx].name.clone();
         for step in 1..=self.max_steps_per_turn {
-            self.emit(&AgentProcessStart {
-                agent: agent_name.clone(),
-                step: step.into(),
-            });
+            self.emit(&AgentProcessStart { agent: agent_name.clone(), step: step.into() });
             self.drain(sink);
-            let process_end = |actions| AgentProcessEnd {
-                agent: agent_name.clone(),
-                step: step.into(),
-                actions,
-            };
+            let process_end = |actions| AgentProcessEnd { agent: agent_name.clone(), step: step.into(), actions };
             let actions = match self.decide(idx, llm, false).await {
                 Ok(Decision::Idle) => {
                     self.emit(&process_end(StepActions::Idle {}));
@@ -418,10 +397,7 @@ impl Simulator {
                 }
                 Err(AgentError::Llm(source)) => {
                     self.agent_error(&agent_name, step, &source.to_string());
-                    return Err(RunError::Llm {
-                        agent: agent_name,
-                        source,
-                    });
+                    return Err(RunError::Llm { agent: agent_name, source });
                 }
                 Err(e @ AgentError::Unparseable { .. }) => {
                     // Upstream swallows the exception and consumes the step.
@@ -434,10 +410,7 @@ impl Simulator {
             }
             let mut yielded = false;
             for call in &actions {
-                self.emit(&ActionStart {
-                    agent: agent_name.clone(),
-                    action: call.clone(),
-                });
+                self.emit(&ActionStart { agent: agent_name.clone(), action: call.clone() });
                 let handled = self.act(idx, call, llm).await?;
                 if self.world.hook_failure.is_some() {
                     return Ok(());
@@ -469,11 +442,7 @@ impl Simulator {
     }
 
     fn agent_error(&mut self, agent: &str, step: u32, error: &str) {
-        self.emit(&AgentErrorEvent {
-            agent: agent.to_string(),
-            step: step.into(),
-            error: error.to_string(),
-        });
+        self.emit(&AgentErrorEvent { agent: agent.to_string(), step: step.into(), error: error.to_string() });
     }
 
     /// The scene's part of agent `idx`'s system prompt: its own text with the document's prose
@@ -627,10 +596,7 @@ impl Simulator {
                 .config
                 .phases
                 .iter()
-                .map(|p| PhaseAbout {
-                    name: p.name.clone(),
-                    description: p.description.clone(),
-                })
+                .map(|p| PhaseAbout { name: p.name.clone(), description: p.description.clone() })
                 .collect();
             about.outcomes.clone_from(&c.config.outcomes);
         }
@@ -640,15 +606,8 @@ impl Simulator {
     /// One `process` call of agent `idx`.
     async fn decide(&mut self, idx: usize, llm: &dyn LlmClient, initiative: bool) -> Result<Decision, AgentError> {
         let text = self.prompt_text(idx);
-        let World {
-            agents,
-            llm: state,
-            out,
-            ..
-        } = &mut self.world;
-        agents[idx]
-            .process(|a| super::prompt::agent_prompt(a, &text), llm, state, out, initiative)
-            .await
+        let World { agents, llm: state, out, .. } = &mut self.world;
+        agents[idx].process(|a| super::prompt::agent_prompt(a, &text), llm, state, out, initiative).await
     }
 
     /// Runs one action through the agent's action space and the scene. The outer error is an LLM
@@ -657,20 +616,10 @@ impl Simulator {
         if let Some(handled) = self.scene.rules_mut().handle_own(idx, call, &mut self.world) {
             return Ok(handled);
         }
-        let Some(kind) = self.world.agents[idx]
-            .action_space
-            .iter()
-            .copied()
-            .find(|k| k.name() == call.name)
-        else {
+        let Some(kind) = self.world.agents[idx].action_space.iter().copied().find(|k| k.name() == call.name) else {
             return Ok(Ok(Outcome::silent()));
         };
-        let mut ctx = ActionCtx {
-            call,
-            kind,
-            actor: idx,
-            llm_reply: None,
-        };
+        let mut ctx = ActionCtx { call, kind, actor: idx, llm_reply: None };
         if let Some(request) = self.scene.rules().llm_request(&ctx, &self.world) {
             let agent = self.world.agents[idx].name.clone();
             self.world.llm.speaker = Some(agent.clone());
@@ -692,9 +641,7 @@ impl Simulator {
             let controlled = matches!(self.world.ordering, Ordering::Controlled)
                 .then(|| self.scene.rules().controlled_next(&self.world))
                 .flatten();
-            let World {
-                ordering, agents, rng, ..
-            } = &mut self.world;
+            let World { ordering, agents, rng, .. } = &mut self.world;
             match ordering.pick(agents, rng, controlled) {
                 Pick::Name(n) => return Ok(Some(n)),
                 Pick::Stuck => return Ok(None),
@@ -722,10 +669,7 @@ impl Simulator {
             Ok(Decision::Acted(actions)) => actions,
             Ok(Decision::Idle) => Vec::new(),
             Err(AgentError::Llm(source)) => {
-                return Err(RunError::Llm {
-                    agent: moderator,
-                    source,
-                });
+                return Err(RunError::Llm { agent: moderator, source });
             }
             Err(e) => {
                 self.agent_error(&moderator, 0, &e.to_string());
@@ -733,11 +677,7 @@ impl Simulator {
             }
         };
         let Some(call) = actions.iter().find(|a| a.name == ActionKind::ScheduleOrder.name()) else {
-            self.agent_error(
-                &moderator,
-                0,
-                "the moderator did not answer with a schedule_order action",
-            );
+            self.agent_error(&moderator, 0, "the moderator did not answer with a schedule_order action");
             return Ok(());
         };
         match self.act(idx, call, llm).await? {

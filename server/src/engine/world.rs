@@ -45,10 +45,7 @@ impl World {
             ordering,
             pending: VecDeque::new(),
             rng: Rng::seeded(seed),
-            llm: LlmState {
-                seed,
-                ..LlmState::default()
-            },
+            llm: LlmState { seed, ..LlmState::default() },
             out: Vec::new(),
             hooks: Hooks::default(),
             hook_failure: None,

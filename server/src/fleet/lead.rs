@@ -82,11 +82,7 @@ pub async fn lead(plan: Arc<LeaderPlan>, me: Option<Lease>) -> Result<Result<Lea
 
 /// The blocking part of [`lead`]: the workbench, its store and its job queue.
 pub(crate) fn build_leader(plan: &LeaderPlan, me: Option<Lease>) -> Result<Result<AppState, Holder>, FleetError> {
-    let mut wb = Workbench::new(
-        plan.library.clone(),
-        backend(plan.llm_config.as_deref())?,
-        plan.limits.clone(),
-    );
+    let mut wb = Workbench::new(plan.library.clone(), backend(plan.llm_config.as_deref())?, plan.limits.clone());
     if let Some(path) = &plan.prices {
         wb.setup().use_prices(crate::llm::price::PriceTable::load(path)?);
     }

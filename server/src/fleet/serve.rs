@@ -175,10 +175,7 @@ mod tests {
             assert!(e.contains("--advertise http://") && e.contains(":8090"), "{e}");
         }
         let wild: SocketAddr = "0.0.0.0:8090".parse().unwrap();
-        assert_eq!(
-            advertised(Some("http://10.0.0.5:8090/".into()), wild).unwrap(),
-            "http://10.0.0.5:8090"
-        );
+        assert_eq!(advertised(Some("http://10.0.0.5:8090/".into()), wild).unwrap(), "http://10.0.0.5:8090");
         for bad in [
             "https://10.0.0.5:8090",
             "10.0.0.5:8090",
@@ -188,10 +185,7 @@ mod tests {
             "http://ho st",
             "",
         ] {
-            assert!(
-                matches!(advertised(Some(bad.into()), wild), Err(FleetError::Advertise(_))),
-                "{bad:?}"
-            );
+            assert!(matches!(advertised(Some(bad.into()), wild), Err(FleetError::Advertise(_))), "{bad:?}");
         }
     }
 }

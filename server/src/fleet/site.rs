@@ -23,13 +23,12 @@ impl StoreSite {
     pub(crate) fn open(&self) -> Result<Option<Store>, FleetError> {
         match self {
             StoreSite::Memory => Ok(None),
-            StoreSite::Folder(dir) => Store::open_sqlite(dir).map(Some).map_err(|source| FleetError::Folder {
-                dir: dir.clone(),
-                source,
-            }),
-            StoreSite::Postgres { url, lease } => Store::open_postgres_with(url, Some(*lease))
-                .map(Some)
-                .map_err(FleetError::Postgres),
+            StoreSite::Folder(dir) => {
+                Store::open_sqlite(dir).map(Some).map_err(|source| FleetError::Folder { dir: dir.clone(), source })
+            }
+            StoreSite::Postgres { url, lease } => {
+                Store::open_postgres_with(url, Some(*lease)).map(Some).map_err(FleetError::Postgres)
+            }
         }
     }
 

@@ -59,10 +59,7 @@ pub(crate) fn worker_bench(
 /// unfinished runs then go back to the queue).
 pub(crate) async fn run_worker(wb: Arc<Workbench>, config: JobsConfig, concurrency: usize) -> Result<(), FleetError> {
     let sharing = share_endpoint_load(wb.backend(), &config.url).await;
-    let worked = wb
-        .jobs()
-        .work(config, concurrency, "worker", crate::http::stop_requested())
-        .await;
+    let worked = wb.jobs().work(config, concurrency, "worker", crate::http::stop_requested()).await;
     if let Some((stop, task)) = sharing {
         stop.notify_one();
         let _ = task.await;

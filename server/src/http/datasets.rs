@@ -20,17 +20,12 @@ pub(crate) async fn upload(
     Query(q): Query<std::collections::HashMap<String, String>>,
     body: Bytes,
 ) -> Result<(StatusCode, Json<DatasetInfo>), ApiError> {
-    let name = q
-        .get("name")
-        .cloned()
-        .ok_or_else(|| ApiError::unprocessable("name the dataset: POST /api/datasets?name=N"))?;
+    let name =
+        q.get("name").cloned().ok_or_else(|| ApiError::unprocessable("name the dataset: POST /api/datasets?name=N"))?;
     let text = std::str::from_utf8(&body)
         .map_err(|e| ApiError::unprocessable(format!("the dataset is not UTF-8 text: {e}")))?
         .to_string();
-    let info = blocking("reading the dataset", move || {
-        app.wb.datasets().import_dataset(&name, &text)
-    })
-    .await?;
+    let info = blocking("reading the dataset", move || app.wb.datasets().import_dataset(&name, &text)).await?;
     Ok((StatusCode::CREATED, Json(info)))
 }
 
@@ -42,10 +37,7 @@ pub(crate) async fn list(State(app): St) -> Json<Vec<DatasetInfo>> {
 /// `DELETE /api/datasets/{name}`.
 pub(crate) async fn delete(State(app): St, ApiPath(name): ApiPath<String>) -> Result<Json<OkReply>, ApiError> {
     if !app.wb.datasets().has_dataset(&name) {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("no dataset called '{name}'"),
-        ));
+        return Err(ApiError::new(StatusCode::NOT_FOUND, format!("no dataset called '{name}'")));
     }
     blocking("deleting the dataset", move || app.wb.datasets().delete_dataset(&name)).await?;
     Ok(Json(OkReply { ok: true }))

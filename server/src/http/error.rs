@@ -23,11 +23,7 @@ pub struct ApiError {
 
 impl ApiError {
     pub(crate) fn new(status: StatusCode, detail: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            detail: detail.into(),
-            path: None,
-        }
+        ApiError { status, detail: detail.into(), path: None }
     }
     pub(crate) fn not_found(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, detail)
@@ -165,14 +161,7 @@ impl From<crate::workbench::NotReady> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (
-            self.status,
-            Json(ErrorBody {
-                detail: self.detail,
-                path: self.path,
-            }),
-        )
-            .into_response()
+        (self.status, Json(ErrorBody { detail: self.detail, path: self.path })).into_response()
     }
 }
 
@@ -275,20 +264,10 @@ mod tests {
     #[tokio::test]
     async fn a_blocking_task_answers_its_value_its_error_or_500_when_it_crashes() {
         assert_eq!(blocking("adding", || Ok::<_, ApiError>(2 + 2)).await.unwrap(), 4);
-        let refused = blocking("asking", || Err::<(), _>(WorkbenchError::NodeNotRunning(3)))
-            .await
-            .unwrap_err();
-        assert_eq!(
-            (refused.status, refused.detail.as_str()),
-            (StatusCode::CONFLICT, "node 3 is not running")
-        );
-        let crashed = blocking("crashing", || -> Result<(), ApiError> { panic!("a bug") })
-            .await
-            .unwrap_err();
+        let refused = blocking("asking", || Err::<(), _>(WorkbenchError::NodeNotRunning(3))).await.unwrap_err();
+        assert_eq!((refused.status, refused.detail.as_str()), (StatusCode::CONFLICT, "node 3 is not running"));
+        let crashed = blocking("crashing", || -> Result<(), ApiError> { panic!("a bug") }).await.unwrap_err();
         assert_eq!(crashed.status, StatusCode::INTERNAL_SERVER_ERROR);
-        assert!(
-            crashed.detail.starts_with("crashing failed inside the server"),
-            "{crashed:?}"
-        );
+        assert!(crashed.detail.starts_with("crashing failed inside the server"), "{crashed:?}");
     }
 }

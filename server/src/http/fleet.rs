@@ -161,10 +161,7 @@ impl Door {
             // The old leader is gone: forwards waiting for it are answered now.
             self.down.send_modify(|n| *n += 1);
         }
-        *f = Some(Followed {
-            holder,
-            read: Instant::now(),
-        });
+        *f = Some(Followed { holder, read: Instant::now() });
     }
 
     /// Records whether the database answered the last look at the lease row.
@@ -263,10 +260,7 @@ impl Door {
         // It went away mid-request (killed, crashed): as unavailable as one never reached.
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "{} (it closed the connection before it answered: {chain})",
-                self.not_answering()
-            ),
+            format!("{} (it closed the connection before it answered: {chain})", self.not_answering()),
         )
         .into_response()
     }
@@ -332,10 +326,7 @@ impl Door {
             router = router.layer(cors);
         }
         router
-            .layer(axum::middleware::from_fn_with_state(
-                self.access.clone(),
-                super::guard::guard,
-            ))
+            .layer(axum::middleware::from_fn_with_state(self.access.clone(), super::guard::guard))
             .with_state(self.clone())
     }
 }
@@ -363,11 +354,8 @@ async fn ready(State(door): State<Arc<Door>>) -> Response {
         return ApiError::shutting_down().into_response();
     }
     if let Some(why) = lock(&door.database).clone() {
-        return ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("the database cannot be reached: {why}"),
-        )
-        .into_response();
+        return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("the database cannot be reached: {why}"))
+            .into_response();
     }
     if !door.answered.load(Ordering::Acquire) {
         return door.unavailable();
@@ -410,10 +398,7 @@ fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
 }
 
 fn wants_websocket(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::UPGRADE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
+    headers.get(header::UPGRADE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
 }
 
 /// Forwards a request to the leader and its answer back (see the module docs).
@@ -424,19 +409,12 @@ async fn forward(State(door): State<Arc<Door>>, mut req: Request) -> Response {
             "this server is taking over from the leading server: it leads the database in a moment; retry".to_string(),
         )
         .into_response();
-        res.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         return res;
     }
     if req.headers().contains_key(VIA) {
-        let from = req
-            .headers()
-            .get(VIA)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("?")
-            .chars()
-            .take(200)
-            .collect::<String>();
+        let from =
+            req.headers().get(VIA).and_then(|v| v.to_str().ok()).unwrap_or("?").chars().take(200).collect::<String>();
         return ApiError::new(
             StatusCode::LOOP_DETECTED,
             format!(
@@ -473,10 +451,7 @@ async fn forward(State(door): State<Arc<Door>>, mut req: Request) -> Response {
             Err(_) => {
                 return ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
-                    format!(
-                        "too many WebSockets open (at most {}; see --max-websockets)",
-                        door.max_websockets
-                    ),
+                    format!("too many WebSockets open (at most {}; see --max-websockets)", door.max_websockets),
                 )
                 .into_response();
             }
@@ -538,10 +513,7 @@ mod tests {
     #[test]
     fn hop_by_hop_headers_are_dropped_and_an_upgrade_keeps_its_own() {
         let mut h = HeaderMap::new();
-        h.insert(
-            header::CONNECTION,
-            HeaderValue::from_static("keep-alive, x-secret, Upgrade"),
-        );
+        h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive, x-secret, Upgrade"));
         h.insert("x-secret", HeaderValue::from_static("1"));
         h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
         h.insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));

@@ -46,11 +46,8 @@ impl Access {
     /// `frame-ancestors` lists those origins and `X-Frame-Options` (which cannot name several
     /// origins) is left out, since browsers that know the policy obey it instead.
     pub(crate) fn frame_headers(&self) -> Vec<(header::HeaderName, HeaderValue)> {
-        let ancestors = if self.framing_origins.is_empty() {
-            "'none'".to_string()
-        } else {
-            self.framing_origins.join(" ")
-        };
+        let ancestors =
+            if self.framing_origins.is_empty() { "'none'".to_string() } else { self.framing_origins.join(" ") };
         let csp = HeaderValue::from_str(&format!("frame-ancestors {ancestors}"))
             .unwrap_or(HeaderValue::from_static("frame-ancestors 'none'"));
         let mut headers = vec![(header::CONTENT_SECURITY_POLICY, csp)];
@@ -63,11 +60,8 @@ impl Access {
     /// A CORS layer answering preflights of the listed origins only; `None` when none is listed
     /// (then no cross-origin response ever carries `Access-Control-Allow-Origin`).
     pub(crate) fn cors(&self) -> Option<CorsLayer> {
-        let origins: Vec<HeaderValue> = self
-            .allowed_origins
-            .iter()
-            .filter_map(|o| HeaderValue::from_str(o).ok())
-            .collect();
+        let origins: Vec<HeaderValue> =
+            self.allowed_origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()).collect();
         if origins.is_empty() {
             return None;
         }
@@ -87,10 +81,7 @@ impl Access {
                 .or_else(|| origin.strip_prefix("https://"))
                 .is_some_and(|rest| rest.eq_ignore_ascii_case(h))
         });
-        same || self
-            .allowed_origins
-            .iter()
-            .any(|o| o.trim_end_matches('/').eq_ignore_ascii_case(origin))
+        same || self.allowed_origins.iter().any(|o| o.trim_end_matches('/').eq_ignore_ascii_case(origin))
     }
 
     fn host_allowed(&self, host: &str) -> bool {
@@ -109,10 +100,8 @@ impl Access {
         let Some(token) = &self.token else {
             return TokenCheck::Ok;
         };
-        let bearer = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+        let bearer =
+            headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
         if bearer.is_some_and(|b| same(b.trim(), token))
             || cookie(headers, TOKEN_COOKIE).is_some_and(|c| same(c, token))
         {
@@ -197,17 +186,9 @@ fn percent_decode(s: &str) -> String {
 
 /// The URI without its `token` parameter (where the cookie-setting redirect goes).
 fn without_token(uri: &Uri) -> String {
-    let rest: Vec<&str> = uri
-        .query()
-        .unwrap_or("")
-        .split('&')
-        .filter(|kv| !kv.is_empty() && !kv.starts_with("token="))
-        .collect();
-    if rest.is_empty() {
-        uri.path().to_string()
-    } else {
-        format!("{}?{}", uri.path(), rest.join("&"))
-    }
+    let rest: Vec<&str> =
+        uri.query().unwrap_or("").split('&').filter(|kv| !kv.is_empty() && !kv.starts_with("token=")).collect();
+    if rest.is_empty() { uri.path().to_string() } else { format!("{}?{}", uri.path(), rest.join("&")) }
 }
 
 fn refuse(status: StatusCode, detail: String) -> Response {
@@ -295,17 +276,8 @@ mod tests {
 
     #[test]
     fn loopback_names_and_rebinding() {
-        let a = Access {
-            loopback_host_only: true,
-            ..Access::default()
-        };
-        for ok in [
-            "127.0.0.1:8090",
-            "localhost:1",
-            "[::1]:80",
-            "LOCALHOST",
-            "app.localhost:3",
-        ] {
+        let a = Access { loopback_host_only: true, ..Access::default() };
+        for ok in ["127.0.0.1:8090", "localhost:1", "[::1]:80", "LOCALHOST", "app.localhost:3"] {
             assert!(a.host_allowed(ok), "{ok}");
         }
         for bad in ["evil.example:8090", "127.0.0.1.evil.example", "10.0.0.1:80"] {
@@ -315,10 +287,7 @@ mod tests {
 
     #[test]
     fn origins_are_same_origin_or_listed() {
-        let a = Access {
-            allowed_origins: vec!["http://localhost:5173".into()],
-            ..Access::default()
-        };
+        let a = Access { allowed_origins: vec!["http://localhost:5173".into()], ..Access::default() };
         assert!(a.origin_allowed("http://127.0.0.1:8090", Some("127.0.0.1:8090")));
         assert!(a.origin_allowed("http://localhost:5173", Some("127.0.0.1:8090")));
         assert!(!a.origin_allowed("http://evil.example", Some("127.0.0.1:8090")));
@@ -329,18 +298,12 @@ mod tests {
     #[test]
     fn the_ui_refuses_frames_unless_origins_are_named() {
         let text = |a: &Access| -> Vec<(String, String)> {
-            a.frame_headers()
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_string()))
-                .collect()
+            a.frame_headers().into_iter().map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_string())).collect()
         };
         let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
         assert_eq!(
             text(&Access::default()),
-            [
-                pair("content-security-policy", "frame-ancestors 'none'"),
-                pair("x-frame-options", "DENY")
-            ]
+            [pair("content-security-policy", "frame-ancestors 'none'"), pair("x-frame-options", "DENY")]
         );
         let a = Access {
             framing_origins: vec!["http://localhost:8888".into(), "https://hub.example".into()],
@@ -348,19 +311,13 @@ mod tests {
         };
         assert_eq!(
             text(&a),
-            [pair(
-                "content-security-policy",
-                "frame-ancestors http://localhost:8888 https://hub.example"
-            )]
+            [pair("content-security-policy", "frame-ancestors http://localhost:8888 https://hub.example")]
         );
     }
 
     #[test]
     fn token_from_header_cookie_or_query() {
-        let a = Access {
-            token: Some("s3cret-token".into()),
-            ..Access::default()
-        };
+        let a = Access { token: Some("s3cret-token".into()), ..Access::default() };
         let uri: Uri = "/devui/simtree?x=1&token=s3cret-token".parse().unwrap();
         assert!(matches!(a.token_ok(&HeaderMap::new(), &uri), TokenCheck::InQuery));
         assert_eq!(without_token(&uri), "/devui/simtree?x=1");
@@ -376,10 +333,7 @@ mod tests {
     #[tokio::test]
     async fn ready_answers_probes_without_the_token_but_keeps_its_cause() {
         use tower::Service;
-        let access = Arc::new(Access {
-            token: Some("s3cret-token".into()),
-            ..Access::default()
-        });
+        let access = Arc::new(Access { token: Some("s3cret-token".into()), ..Access::default() });
         let mut app = axum::Router::new()
             .route(
                 "/ready",

@@ -34,7 +34,5 @@ pub(crate) fn read_job<S, P: Display>(body: Value, parse: impl FnOnce(Value) -> 
 
 /// A job's table, or a 404 saying which job (`what` with its id) the tree lacks.
 pub(crate) fn found<T>(table: Option<T>, what: &str, id: u64, tree: u64) -> Result<Json<T>, ApiError> {
-    table
-        .map(Json)
-        .ok_or_else(|| ApiError::not_found(format!("{what} {id} not found in simtree {tree}")))
+    table.map(Json).ok_or_else(|| ApiError::not_found(format!("{what} {id} not found in simtree {tree}")))
 }

@@ -93,14 +93,7 @@ struct Deadline<B> {
 
 impl<B> Deadline<B> {
     fn new(inner: B, held: Arc<Held>) -> Self {
-        Deadline {
-            inner: Box::pin(inner),
-            held,
-            stall: None,
-            waiting_since: None,
-            waited: Duration::ZERO,
-            received: 0,
-        }
+        Deadline { inner: Box::pin(inner), held, stall: None, waiting_since: None, waited: Duration::ZERO, received: 0 }
     }
 
     fn too_slow(&self) -> bool {
@@ -145,9 +138,7 @@ where
                 let now = tokio::time::Instant::now();
                 this.held.body_arriving();
                 let since = *this.waiting_since.get_or_insert(now);
-                let stall = this
-                    .stall
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(since + BODY_IDLE)));
+                let stall = this.stall.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(since + BODY_IDLE)));
                 if stall.as_mut().poll(cx).is_ready() {
                     return Poll::Ready(Some(Err(Box::new(SlowBody("stalled")))));
                 }
@@ -193,9 +184,7 @@ fn since(epoch: tokio::time::Instant) -> u64 {
 impl Held {
     fn body_arriving(&self) {
         let now = since(self.epoch);
-        let _ = self
-            .body_since
-            .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
+        let _ = self.body_since.compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
     }
 
     fn body_ended(&self) {
@@ -274,10 +263,7 @@ impl Table {
     /// when `only` is given).
     fn victim(&self, only: Option<IpAddr>) -> Option<u64> {
         let now = since(self.epoch);
-        let mine = self
-            .conns
-            .iter()
-            .filter(|(_, e)| only.is_none_or(|a| e.counted() == Some(a)));
+        let mine = self.conns.iter().filter(|(_, e)| only.is_none_or(|a| e.counted() == Some(a)));
         // The oldest silent one: if it is still within its grace, so are the others.
         if let Some((&id, e)) = mine.clone().find(|(_, e)| !e.held.requested.load(Ordering::Relaxed))
             && e.held.opened + FIRST_REQUEST_GRACE.as_millis() as u64 <= now
@@ -422,13 +408,7 @@ async fn connection(
 fn full() -> axum::response::Response {
     // (The body `http::error` gives every answer, written here: the listener sits below it.)
     let detail = "the server holds as many connections as it may (--max-connections); retry shortly";
-    (
-        StatusCode::SERVICE_UNAVAILABLE,
-        axum::Json(simtree_shared::ErrorBody {
-            detail: detail.into(),
-            path: None,
-        }),
-    )
+    (StatusCode::SERVICE_UNAVAILABLE, axum::Json(simtree_shared::ErrorBody { detail: detail.into(), path: None }))
         .into_response()
 }
 
@@ -437,18 +417,12 @@ fn full() -> axum::response::Response {
 pub(crate) fn raise_fd_limit() -> u64 {
     // SAFETY: getrlimit/setrlimit only read and write the struct passed to them.
     unsafe {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
+        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
             return 1024;
         }
         if lim.rlim_cur < lim.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: lim.rlim_max,
-                rlim_max: lim.rlim_max,
-            };
+            let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
             if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
                 return raised.rlim_cur;
             }
@@ -485,15 +459,8 @@ mod tests {
         }
         assert!(t.admit(ip("::ffff:10.0.0.1")).is_some());
         assert!(t.admit(ip("10.0.0.1")).is_some());
-        assert_eq!(
-            t.per_address[&ip("10.0.0.1")],
-            2,
-            "an IPv4 peer on an IPv6 socket is one address"
-        );
-        assert!(
-            t.admit(ip("10.0.0.1")).is_none(),
-            "its own two are still within their grace"
-        );
+        assert_eq!(t.per_address[&ip("10.0.0.1")], 2, "an IPv4 peer on an IPv6 socket is one address");
+        assert!(t.admit(ip("10.0.0.1")).is_none(), "its own two are still within their grace");
         later(&mut t, FIRST_REQUEST_GRACE);
         let held = t.conns.len();
         assert!(t.admit(ip("10.0.0.1")).is_some(), "its oldest silent one made room");
@@ -512,10 +479,7 @@ mod tests {
         }
         assert!(t.admit(ip("127.0.0.3")).is_some());
         assert!(!t.conns.contains_key(&flood[0].0), "the flood's oldest body was closed");
-        assert!(
-            flood[0].1.close.notified().now_or_never().is_some(),
-            "and told to close"
-        );
+        assert!(flood[0].1.close.notified().now_or_never().is_some(), "and told to close");
         assert!(t.admit(ip("127.0.0.3")).is_some());
         assert!(!t.conns.contains_key(&flood[1].0));
         // Every address within its share, the newcomers silent in their grace: no room.

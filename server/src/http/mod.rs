@@ -70,10 +70,7 @@ pub(crate) fn router(app: Arc<AppState>) -> Router {
         .route("/simtree/{tree}/lca/{a}/{b}", get(lca))
         .route("/simtree/{tree}/replay", post(replay))
         .route("/simtree/{tree}/usage", get(usage))
-        .route(
-            "/simtree/{tree}/sweep",
-            post(sweep::start_sweep).get(sweep::sweep_tables),
-        )
+        .route("/simtree/{tree}/sweep", post(sweep::start_sweep).get(sweep::sweep_tables))
         .route("/simtree/{tree}/sweep/{id}", get(sweep::sweep_table))
         .route("/simtree/{tree}/sweep/{id}/table", get(table::sweep_table))
         .route("/simtree/{tree}/explore", post(explore::start_explore))
@@ -87,10 +84,7 @@ pub(crate) fn router(app: Arc<AppState>) -> Router {
         .route("/simtree/{tree}/node/{node}/calls", get(notebook::node_calls))
         .route("/simtree/{tree}/node/{node}/ask", post(notebook::ask))
         .route("/simtree/{tree}/node/{node}/asks", get(notebook::asks))
-        .route(
-            "/simtree/{tree}/node/{node}",
-            delete(delete_node).patch(notebook::annotate_node),
-        )
+        .route("/simtree/{tree}/node/{node}", delete(delete_node).patch(notebook::annotate_node))
         .route("/simtree/{tree}/search", get(notebook::search_tree))
         .route("/simtree/{tree}/node/{node}/cancel", post(cancel_node))
         .route("/simtree/{tree}/node/{node}/logs", get(logs))
@@ -101,10 +95,7 @@ pub(crate) fn router(app: Arc<AppState>) -> Router {
         .fallback(error::not_found);
     let api = Router::new()
         .route("/scenarios", get(scenarios::list).post(scenarios::save))
-        .route(
-            "/scenarios/{id}",
-            get(scenarios::get).put(scenarios::put).delete(scenarios::delete),
-        )
+        .route("/scenarios/{id}", get(scenarios::get).put(scenarios::put).delete(scenarios::delete))
         .route("/scene-types", get(scenarios::scene_types))
         // Not under /scenarios/: a saved scenario may be called `check` or `preview`.
         .route("/documents/check", post(scenarios::check))
@@ -169,29 +160,18 @@ pub(crate) fn ui_service(
 + 'static {
     let frame_headers = access.frame_headers();
     ServiceBuilder::new()
-        .layer(SetResponseHeaderLayer::if_not_present(
-            header::CACHE_CONTROL,
-            HeaderValue::from_static("no-cache"),
-        ))
-        .layer(axum::middleware::map_response(
-            move |mut res: axum::response::Response| {
-                let headers = frame_headers.clone();
-                async move {
-                    res.headers_mut().extend(headers);
-                    res
-                }
-            },
-        ))
+        .layer(SetResponseHeaderLayer::if_not_present(header::CACHE_CONTROL, HeaderValue::from_static("no-cache")))
+        .layer(axum::middleware::map_response(move |mut res: axum::response::Response| {
+            let headers = frame_headers.clone();
+            async move {
+                res.headers_mut().extend(headers);
+                res
+            }
+        }))
         // Only for our own UI: another client's build (`--static-dir`) has no such files.
-        .layer(axum::middleware::from_fn_with_state(
-            dir.join("simtree_frontend_bg.wasm").exists(),
-            preload_links,
-        ))
+        .layer(axum::middleware::from_fn_with_state(dir.join("simtree_frontend_bg.wasm").exists(), preload_links))
         .service(
-            ServeDir::new(dir)
-                .precompressed_br()
-                .precompressed_gzip()
-                .fallback(ServeFile::new(dir.join("index.html"))),
+            ServeDir::new(dir).precompressed_br().precompressed_gzip().fallback(ServeFile::new(dir.join("index.html"))),
         )
 }
 
@@ -203,10 +183,8 @@ async fn refuse_when_stopping(
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    let reads = matches!(
-        *req.method(),
-        axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS
-    );
+    let reads =
+        matches!(*req.method(), axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS);
     if !reads && app.draining.load(std::sync::atomic::Ordering::Acquire) {
         return axum::response::IntoResponse::into_response(error::ApiError::shutting_down());
     }
@@ -250,11 +228,7 @@ pub(crate) async fn serve(
     };
     // A server whose lease another took can store nothing its runs do: they end now.
     let deposed = app.wb.store().and_then(|s| s.lease_lost()).is_some();
-    let grace = if deposed {
-        std::time::Duration::ZERO
-    } else {
-        app.shutdown_grace
-    };
+    let grace = if deposed { std::time::Duration::ZERO } else { app.shutdown_grace };
     let runs = app.wb.upkeep().runs_in_flight();
     if runs > 0 {
         eprintln!(
@@ -264,10 +238,7 @@ pub(crate) async fn serve(
     }
     let drained = app.wb.upkeep().drain(grace).await;
     if drained.cancelled > 0 {
-        eprintln!(
-            "simtree: stopping: cancelled {} run(s) still going after the grace period",
-            drained.cancelled
-        );
+        eprintln!("simtree: stopping: cancelled {} run(s) still going after the grace period", drained.cancelled);
     }
     Ok(())
 }
@@ -321,10 +292,7 @@ async fn preload_links(
     // (A cheap clone: the path is written only for pages, not for every file the UI loads.)
     let uri = req.uri().clone();
     let mut res = next.run(req).await;
-    let html = res
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|t| t.as_bytes().starts_with(b"text/html"));
+    let html = res.headers().get(header::CONTENT_TYPE).is_some_and(|t| t.as_bytes().starts_with(b"text/html"));
     if html && let Ok(value) = HeaderValue::from_str(&preload_for(uri.path())) {
         res.headers_mut().entry(header::LINK).or_insert(value);
     }
@@ -340,9 +308,7 @@ fn preload_for(path: &str) -> String {
         .map(|rest| rest.trim_end_matches('/'))
         .filter(|id| !id.is_empty() && id.len() <= 20 && id.bytes().all(|b| b.is_ascii_digit()));
     if let Some(id) = tree {
-        links.push_str(&format!(
-            ", </devui/simtree/{id}/graph/columns>; rel=preload; as=fetch; crossorigin"
-        ));
+        links.push_str(&format!(", </devui/simtree/{id}/graph/columns>; rel=preload; as=fetch; crossorigin"));
     }
     links
 }

@@ -23,10 +23,7 @@ pub(crate) async fn annotate_node(
     ApiJson(patch): ApiJson<NodePatch>,
 ) -> Result<Json<NodeInfo>, ApiError> {
     let wb = app.wb.clone();
-    blocking("storing the annotation", move || {
-        wb.notebook().annotate(tree, node, &patch)
-    })
-    .await?;
+    blocking("storing the annotation", move || wb.notebook().annotate(tree, node, &patch)).await?;
     node_info(State(app), ApiPath((tree, node))).await
 }
 
@@ -49,10 +46,8 @@ pub(crate) async fn search_tree(
     ApiQuery(p): ApiQuery<SearchParams>,
 ) -> Result<Json<SearchReply>, ApiError> {
     let wb = app.wb.clone();
-    let reply = blocking("the search", move || {
-        wb.notebook().search(Some(tree), p.q.as_deref(), p.offset, p.limit)
-    })
-    .await?;
+    let reply =
+        blocking("the search", move || wb.notebook().search(Some(tree), p.q.as_deref(), p.offset, p.limit)).await?;
     Ok(Json(reply))
 }
 
@@ -62,10 +57,7 @@ pub(crate) async fn search_all(
     ApiQuery(p): ApiQuery<SearchParams>,
 ) -> Result<Json<SearchReply>, ApiError> {
     let wb = app.wb.clone();
-    let reply = blocking("the search", move || {
-        wb.notebook().search(None, p.q.as_deref(), p.offset, p.limit)
-    })
-    .await?;
+    let reply = blocking("the search", move || wb.notebook().search(None, p.q.as_deref(), p.offset, p.limit)).await?;
     Ok(Json(reply))
 }
 

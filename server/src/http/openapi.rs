@@ -62,14 +62,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
         errors,
     };
     vec![
-        op(
-            "get",
-            "/health",
-            "Liveness (never needs the token)",
-            None,
-            schema::<OkReply>(g),
-            &[],
-        ),
+        op("get", "/health", "Liveness (never needs the token)", None, schema::<OkReply>(g), &[]),
         op(
             "get",
             "/ready",
@@ -105,14 +98,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             schema::<TreeRef>(g),
             &[409, 413, 422, 503],
         ),
-        op(
-            "get",
-            "/devui/simtree",
-            "List trees with their metadata",
-            None,
-            schema::<Vec<TreeInfo>>(g),
-            &[],
-        ),
+        op("get", "/devui/simtree", "List trees with their metadata", None, schema::<Vec<TreeInfo>>(g), &[]),
         op(
             "post",
             "/devui/simtree/import",
@@ -130,14 +116,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             schema::<TreeInfo>(g),
             NOT_FOUND,
         ),
-        op(
-            "delete",
-            "/devui/simtree/{tree}",
-            "Delete a tree",
-            None,
-            schema::<OkReply>(g),
-            NOT_FOUND,
-        ),
+        op("delete", "/devui/simtree/{tree}", "Delete a tree", None, schema::<OkReply>(g), NOT_FOUND),
         op(
             "patch",
             "/devui/simtree/{tree}",
@@ -171,14 +150,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             media: simtree_shared::columns::MEDIA_TYPE,
             errors: NOT_FOUND,
         },
-        op(
-            "get",
-            "/devui/simtree/{tree}/export",
-            "Export the tree",
-            None,
-            any_object(),
-            &[404, 409, 422],
-        ),
+        op("get", "/devui/simtree/{tree}/export", "Export the tree", None, any_object(), &[404, 409, 422]),
         op(
             "post",
             "/devui/simtree/{tree}/advance",
@@ -299,14 +271,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             schema::<simtree_shared::ExploreTable>(g),
             &[404, 409, 422],
         ),
-        op(
-            "get",
-            "/devui/simtree/{tree}/usage",
-            "LLM usage and budget",
-            None,
-            schema::<UsageReply>(g),
-            NOT_FOUND,
-        ),
+        op("get", "/devui/simtree/{tree}/usage", "LLM usage and budget", None, schema::<UsageReply>(g), NOT_FOUND),
         op(
             "get",
             "/devui/simtree/{tree}/node/{node}/info",
@@ -363,14 +328,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             schema::<SearchReply>(g),
             &[404, 422, 503],
         ),
-        op(
-            "get",
-            SEARCH_ALL,
-            "Search every tree's text",
-            None,
-            schema::<SearchReply>(g),
-            &[422, 503],
-        ),
+        op("get", SEARCH_ALL, "Search every tree's text", None, schema::<SearchReply>(g), &[422, 503]),
         op(
             "delete",
             "/devui/simtree/{tree}/node/{node}",
@@ -532,10 +490,7 @@ fn error_responses(error: &Value, codes: &[u16]) -> Map<String, Value> {
 
 /// `rest` with a JSON reply of `schema` under status `code`.
 fn ok(code: &str, schema: Value, mut rest: Map<String, Value>) -> Value {
-    rest.insert(
-        code.into(),
-        json!({"description": "OK", "content": {"application/json": {"schema": schema}}}),
-    );
+    rest.insert(code.into(), json!({"description": "OK", "content": {"application/json": {"schema": schema}}}));
     Value::Object(rest)
 }
 
@@ -644,11 +599,7 @@ fn table_paths(error: &Value, paths: &mut Map<String, Value>) {
                 json!({"type": "string", "enum": ["csv", "ndjson"]}),
                 "csv (default): a header line, then a line per row; ndjson: a JSON object per row",
             ),
-            query(
-                "offset",
-                json!({"type": "integer", "format": "int64", "minimum": 0}),
-                "rows to skip",
-            ),
+            query("offset", json!({"type": "integer", "format": "int64", "minimum": 0}), "rows to skip"),
             query(
                 "limit",
                 json!({"type": "integer", "format": "int64", "minimum": 1,
@@ -742,10 +693,7 @@ pub(crate) fn document() -> Value {
     let mut paths = Map::new();
     for o in operations(&mut g) {
         let mut responses = Map::new();
-        responses.insert(
-            "200".into(),
-            json!({"description": "OK", "content": {o.media: {"schema": o.ok}}}),
-        );
+        responses.insert("200".into(), json!({"description": "OK", "content": {o.media: {"schema": o.ok}}}));
         for code in o.errors {
             responses.insert(
                 code.to_string(),
@@ -785,10 +733,7 @@ pub(crate) fn document() -> Value {
                    "schema": {"type": "integer", "format": "int64", "minimum": 1, "maximum": 200}}),
         ]);
     // Upstream's paths answer a node the tree lacks with an empty value of the 200's shape.
-    for path in [
-        "/devui/simtree/{tree}/sim/{node}/state",
-        "/devui/simtree/{tree}/sim/{node}/events",
-    ] {
+    for path in ["/devui/simtree/{tree}/sim/{node}/state", "/devui/simtree/{tree}/sim/{node}/events"] {
         let op = &mut paths[path]["get"]["responses"];
         let ok = op["200"]["content"]["application/json"]["schema"].clone();
         op["404"] = json!({"description": "A node the tree lacks: an empty value (the reason in x-simtree-error), \
@@ -861,9 +806,7 @@ mod tests {
         // Every $ref points into components/schemas and names a schema that exists.
         for part in text.split("\"$ref\":\"").skip(1) {
             let target = part.split('"').next().unwrap();
-            let name = target
-                .strip_prefix("#/components/schemas/")
-                .unwrap_or_else(|| panic!("{target}"));
+            let name = target.strip_prefix("#/components/schemas/").unwrap_or_else(|| panic!("{target}"));
             assert!(schemas.contains_key(name), "{name}");
         }
         assert_eq!(doc["paths"].as_object().unwrap().len(), 51);
@@ -879,10 +822,7 @@ mod tests {
         let doc = document();
         let paths = doc["paths"].as_object().unwrap();
         let mut routed = Vec::new();
-        for (prefix, block) in [
-            ("/devui", "let devui = Router::new()"),
-            ("/api", "let api = Router::new()"),
-        ] {
+        for (prefix, block) in [("/devui", "let devui = Router::new()"), ("/api", "let api = Router::new()")] {
             let start = source.find(block).unwrap();
             let end = start + source[start..].find(".fallback(").unwrap();
             routed.extend(routes_in(&source[start..end], prefix));
@@ -895,9 +835,7 @@ mod tests {
             if NOT_REST.contains(&path.as_str()) {
                 continue;
             }
-            let documented = paths
-                .get(&path)
-                .unwrap_or_else(|| panic!("{path} is routed but not documented"));
+            let documented = paths.get(&path).unwrap_or_else(|| panic!("{path} is routed but not documented"));
             for m in methods {
                 // A node's events route answers GET with its logs (the socket is an upgrade).
                 assert!(documented.get(m).is_some(), "{m} {path} is routed but not documented");
@@ -939,13 +877,7 @@ mod tests {
                 .zip(text.lines())
                 .position(|(a, b)| a != b)
                 .unwrap_or(old.lines().count().min(text.lines().count()));
-            let show = |t: &str| {
-                t.lines()
-                    .skip(first.saturating_sub(3))
-                    .take(8)
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            };
+            let show = |t: &str| t.lines().skip(first.saturating_sub(3)).take(8).collect::<Vec<_>>().join("\n");
             panic!(
                 "the OpenAPI document changed (first difference at line {}); if the change is meant, \
                  run `UPDATE_SNAPSHOTS=1 cargo test -p simtree-server --lib openapi` and commit \
@@ -968,11 +900,7 @@ mod tests {
         let doc = document();
         for (path, ops) in doc["paths"].as_object().unwrap() {
             for method in ops.as_object().unwrap().keys() {
-                let uri = path
-                    .replace("{tree}", "0")
-                    .replace("{node}", "0")
-                    .replace("{a}", "0")
-                    .replace("{b}", "0");
+                let uri = path.replace("{tree}", "0").replace("{node}", "0").replace("{a}", "0").replace("{b}", "0");
                 let req = axum::http::Request::builder()
                     .method(method.to_uppercase().as_str())
                     .uri(&uri)

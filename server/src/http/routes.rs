@@ -57,17 +57,11 @@ pub(crate) async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateReq
         offline,
         state_last: body.prompt_layout == Some(simtree_shared::PromptLayout::StateLast),
     };
-    let budget = crate::llm::budget::Limits {
-        tokens: body.token_budget,
-        calls: None,
-        money: body.money_budget,
-    };
+    let budget = crate::llm::budget::Limits { tokens: body.token_budget, calls: None, money: body.money_budget };
     // Checking a document builds its simulator once (a large model takes milliseconds): off the
     // async workers.
     let tree = blocking("building the scenario", move || {
-        app.wb
-            .trees()
-            .create_tree_from(&scenario, body.name.as_deref(), body.seed, budget, setup)
+        app.wb.trees().create_tree_from(&scenario, body.name.as_deref(), body.seed, budget, setup)
     })
     .await?;
     Ok(Json(tree))
@@ -123,11 +117,7 @@ pub struct GraphQuery {
 /// the tree's size.
 pub(crate) async fn graph_columns(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
     let g = app.wb.trees().graph(tree)?;
-    Ok((
-        [(header::CONTENT_TYPE, simtree_shared::columns::MEDIA_TYPE)],
-        g.to_columns(),
-    )
-        .into_response())
+    Ok(([(header::CONTENT_TYPE, simtree_shared::columns::MEDIA_TYPE)], g.to_columns()).into_response())
 }
 
 /// `?estimate=true` on a run route: answer what the run would cost instead of running it.
@@ -179,18 +169,9 @@ pub(crate) async fn advance_multi(
 ) -> AppResult<Response> {
     if estimate {
         let runs = b.count.max(0) as u64;
-        return Ok(Json(
-            app.wb
-                .usage()
-                .estimate(tree, b.parent, b.turns, runs, runs, "advance_multi")?,
-        )
-        .into_response());
+        return Ok(Json(app.wb.usage().estimate(tree, b.parent, b.turns, runs, runs, "advance_multi")?).into_response());
     }
-    let children = app
-        .wb
-        .runs()
-        .advance_multi(tree, b.parent, b.turns, b.count, b.same_seed)
-        .await?;
+    let children = app.wb.runs().advance_multi(tree, b.parent, b.turns, b.count, b.same_seed).await?;
     let note = app.wb.runs().identical_runs(tree, &children)?.then(|| {
         let why = if b.same_seed {
             "same_seed was asked for"
@@ -219,10 +200,7 @@ fn run_json(done: RunResult) -> RunReply {
         (None, NodeStatus::Cancelled) => Some("the run was cancelled".to_string()),
         (None, _) => None,
     };
-    RunReply {
-        child: done.node,
-        error,
-    }
+    RunReply { child: done.node, error }
 }
 
 /// Extension: re-run a node's advance from its LLM recording (zero provider calls).
@@ -349,19 +327,14 @@ pub(crate) async fn sim_state(State(app): St, ApiPath((tree, node)): ApiPath<(u6
     if let Err(e) = app.wb.trees().check_exists(tree) {
         return ApiError::from(e).into_response();
     }
-    empty_if_no_node(
-        state(State(app), ApiPath((tree, node))).await,
-        r#"{"turns":0,"agents":[]}"#,
-    )
+    empty_if_no_node(state(State(app), ApiPath((tree, node))).await, r#"{"turns":0,"agents":[]}"#)
 }
 
 pub(crate) async fn lca(
     State(app): St,
     ApiPath((tree, a, b)): ApiPath<(u64, NodeId, NodeId)>,
 ) -> AppResult<Json<LcaReply>> {
-    Ok(Json(LcaReply {
-        lca: app.wb.trees().lca(tree, a, b)?,
-    }))
+    Ok(Json(LcaReply { lca: app.wb.trees().lca(tree, a, b)? }))
 }
 
 pub(crate) async fn delete_tree(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<OkReply>> {
@@ -411,8 +384,5 @@ pub(crate) async fn abm_validate(body: axum::body::Bytes) -> AppResult<Json<Vali
         .map_err(|e| ApiError::unprocessable(format!("the document is not UTF-8 text: {e}")))?;
     let doc = AbmDocument::parse(body).map_err(|e| ApiError::unprocessable(e.to_string()))?;
     let report = validate_document(&doc);
-    Ok(Json(Validation {
-        ok: report.is_ok(),
-        issues: report.issues,
-    }))
+    Ok(Json(Validation { ok: report.is_ok(), issues: report.issues }))
 }

@@ -44,10 +44,7 @@ pub(crate) async fn get(
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<VersionQuery>,
 ) -> Result<Json<ScenarioDocument>, ApiError> {
-    let doc = blocking("reading the scenario", move || {
-        app.wb.scenarios().scenario_document(&id, q.version)
-    })
-    .await?;
+    let doc = blocking("reading the scenario", move || app.wb.scenarios().scenario_document(&id, q.version)).await?;
     Ok(Json(doc))
 }
 
@@ -57,10 +54,8 @@ pub(crate) async fn save(
     State(app): St,
     ApiJson(body): ApiJson<NewScenario>,
 ) -> Result<(StatusCode, Json<SavedRef>), ApiError> {
-    let saved = blocking("checking the scenario", move || {
-        app.wb.scenarios().save_scenario(&body.name, &body.document)
-    })
-    .await?;
+    let saved =
+        blocking("checking the scenario", move || app.wb.scenarios().save_scenario(&body.name, &body.document)).await?;
     Ok((StatusCode::CREATED, Json(saved)))
 }
 
@@ -70,10 +65,8 @@ pub(crate) async fn put(
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<ScenarioUpdate>,
 ) -> Result<Json<SavedRef>, ApiError> {
-    let saved = blocking("checking the scenario", move || {
-        app.wb.scenarios().update_scenario(&id, &body.document)
-    })
-    .await?;
+    let saved =
+        blocking("checking the scenario", move || app.wb.scenarios().update_scenario(&id, &body.document)).await?;
     Ok(Json(saved))
 }
 
@@ -96,10 +89,9 @@ pub(crate) async fn check(
     State(app): St,
     ApiJson(body): ApiJson<DocumentRequest>,
 ) -> Result<Json<ScenarioChecked>, ApiError> {
-    let checked = blocking("checking the scenario", move || {
-        app.wb.scenarios().check_document(&body.document).map_err(at_path)
-    })
-    .await?;
+    let checked =
+        blocking("checking the scenario", move || app.wb.scenarios().check_document(&body.document).map_err(at_path))
+            .await?;
     Ok(Json(checked))
 }
 
@@ -119,9 +111,8 @@ pub(crate) async fn preview(
     State(app): St,
     ApiJson(body): ApiJson<DocumentRequest>,
 ) -> Result<Json<Vec<RolePrompt>>, ApiError> {
-    let prompts = blocking("building the scenario", move || {
-        app.wb.scenarios().preview_document(&body.document).map_err(at_path)
-    })
-    .await?;
+    let prompts =
+        blocking("building the scenario", move || app.wb.scenarios().preview_document(&body.document).map_err(at_path))
+            .await?;
     Ok(Json(prompts))
 }

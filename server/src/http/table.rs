@@ -57,10 +57,7 @@ pub(crate) async fn sweep_table(
     let page = Page::new(p.offset, p.limit)?;
     let series = p.series.unwrap_or(true);
     let wb = app.wb.clone();
-    let table = blocking("the sweep's table", move || {
-        wb.transfer().sweep_runs_table(tree, id, series)
-    })
-    .await?;
+    let table = blocking("the sweep's table", move || wb.transfer().sweep_runs_table(tree, id, series)).await?;
     let table = table.ok_or_else(|| ApiError::not_found(format!("sweep {id} not found in simtree {tree}")))?;
     Ok(stream(table, format, page))
 }

@@ -139,10 +139,7 @@ pub(crate) async fn import(State(app): St, body: Body) -> Result<Json<ImportRepl
     });
     let wb = app.wb.clone();
     let result = blocking("the import", move || {
-        Ok::<_, ApiError>(wb.transfer().import_stream(BodyReader {
-            rx,
-            current: Bytes::new(),
-        }))
+        Ok::<_, ApiError>(wb.transfer().import_stream(BodyReader { rx, current: Bytes::new() }))
     })
     .await?;
     pump.abort();
@@ -154,9 +151,5 @@ pub(crate) async fn import(State(app): St, body: Body) -> Result<Json<ImportRepl
     }
     let (tree, statement) = result?;
     let provenance = app.wb.transfer().provenance_check(tree.id, statement.as_ref())?;
-    Ok(Json(ImportReply {
-        id: tree.id,
-        root: tree.root,
-        provenance,
-    }))
+    Ok(Json(ImportReply { id: tree.id, root: tree.root, provenance }))
 }

@@ -30,10 +30,7 @@ use super::state::AppState;
 use crate::tree::NodeId;
 
 async fn close_policy(mut socket: WebSocket, reason: &str) {
-    let frame = CloseFrame {
-        code: close_code::POLICY,
-        reason: Utf8Bytes::from(reason.to_string()),
-    };
+    let frame = CloseFrame { code: close_code::POLICY, reason: Utf8Bytes::from(reason.to_string()) };
     let _ = socket.send(Message::Close(Some(frame))).await;
 }
 
@@ -48,10 +45,7 @@ where
     let Ok(permit) = app.ws_slots.clone().try_acquire_owned() else {
         return ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "too many WebSockets open (at most {}; see --max-websockets)",
-                app.wb.limits().max_websockets
-            ),
+            format!("too many WebSockets open (at most {}; see --max-websockets)", app.wb.limits().max_websockets),
         )
         .into_response();
     };
@@ -149,11 +143,7 @@ impl Conn {
             sink,
             stream,
             idle,
-            heard: Heard {
-                at: now,
-                pings: Default::default(),
-                read: 0,
-            },
+            heard: Heard { at: now, pings: Default::default(), read: 0 },
             ping_at: now + idle / 3,
             sent: 0,
             pinged: 0,
@@ -267,8 +257,7 @@ pub(crate) const READY_DEADLINE: std::time::Duration = std::time::Duration::from
 
 /// Applies the client-frame bounds to an upgrade.
 fn bounded(ws: WebSocketUpgrade) -> WebSocketUpgrade {
-    ws.max_message_size(MAX_CLIENT_MESSAGE)
-        .max_frame_size(MAX_CLIENT_MESSAGE)
+    ws.max_message_size(MAX_CLIENT_MESSAGE).max_frame_size(MAX_CLIENT_MESSAGE)
 }
 
 /// Waits for the client's first text frame; false if the socket closed first or the client

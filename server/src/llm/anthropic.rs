@@ -132,11 +132,8 @@ impl Wire for AnthropicWire {
     }
 
     fn headers(&self, config: &LlmConfig) -> Vec<(&'static str, String)> {
-        let mut h: Vec<(&'static str, String)> = config
-            .api_key
-            .iter()
-            .map(|k| ("x-api-key", k.expose().to_string()))
-            .collect();
+        let mut h: Vec<(&'static str, String)> =
+            config.api_key.iter().map(|k| ("x-api-key", k.expose().to_string())).collect();
         h.push(("anthropic-version", config.anthropic_version.clone()));
         h
     }
@@ -148,25 +145,16 @@ impl Wire for AnthropicWire {
         let messages = messages(&request.messages, &marks);
         let mut b = Map::new();
         b.insert("model".into(), json!(config.model));
-        b.insert(
-            "max_tokens".into(),
-            json!(request.max_tokens.unwrap_or(config.max_tokens)),
-        );
+        b.insert("max_tokens".into(), json!(request.max_tokens.unwrap_or(config.max_tokens)));
         if let Some(sys) = request.system_text() {
             // Cached, the system prompt takes the block form that carries the breakpoint.
             let cached = marks.iter().any(|&i| request.messages[i].role == Role::System);
-            let system = if cached {
-                json!([{"type": "text", "text": sys, "cache_control": ephemeral()}])
-            } else {
-                json!(sys)
-            };
+            let system =
+                if cached { json!([{"type": "text", "text": sys, "cache_control": ephemeral()}]) } else { json!(sys) };
             b.insert("system".into(), system);
         }
         b.insert("messages".into(), Value::Array(messages));
-        b.insert(
-            "temperature".into(),
-            json!(request.temperature.unwrap_or(config.temperature)),
-        );
+        b.insert("temperature".into(), json!(request.temperature.unwrap_or(config.temperature)));
         let top_p = request.top_p.unwrap_or(config.top_p);
         if top_p != 1.0 {
             b.insert("top_p".into(), json!(top_p));
@@ -209,11 +197,7 @@ impl Wire for AnthropicWire {
     fn cache(&self, config: &LlmConfig, request: &ChatRequest) -> CacheUse {
         let breakpoints = breakpoints(config, request);
         CacheUse {
-            how: if breakpoints.is_empty() {
-                CacheHow::None
-            } else {
-                CacheHow::CacheControl
-            },
+            how: if breakpoints.is_empty() { CacheHow::None } else { CacheHow::CacheControl },
             breakpoints,
             ..CacheUse::default()
         }
@@ -230,17 +214,10 @@ impl Wire for AnthropicWire {
 
     fn parse(&self, body: &Value) -> Result<ChatResponse, LlmError> {
         if body.get("type").and_then(Value::as_str) == Some("error") {
-            let m = body
-                .pointer("/error/message")
-                .and_then(Value::as_str)
-                .unwrap_or("unknown error");
+            let m = body.pointer("/error/message").and_then(Value::as_str).unwrap_or("unknown error");
             return Err(LlmError::Response(format!("provider error: {m}")));
         }
-        let count = |k: &str| {
-            body.pointer(&format!("/usage/{k}"))
-                .and_then(Value::as_u64)
-                .unwrap_or(0)
-        };
+        let count = |k: &str| body.pointer(&format!("/usage/{k}")).and_then(Value::as_u64).unwrap_or(0);
         let usage = Usage {
             prompt_tokens: count("input_tokens")
                 + count("cache_creation_input_tokens")
@@ -255,12 +232,7 @@ impl Wire for AnthropicWire {
         let blocks = body.get("content").and_then(Value::as_array).filter(|c| !c.is_empty());
         let Some(blocks) = blocks else {
             if refusal.is_some() {
-                return Ok(ChatResponse {
-                    usage,
-                    refusal,
-                    finish_reason: stop_reason,
-                    ..ChatResponse::default()
-                });
+                return Ok(ChatResponse { usage, refusal, finish_reason: stop_reason, ..ChatResponse::default() });
             }
             return Err(LlmError::Response("the response has no content".into()));
         };
@@ -321,10 +293,7 @@ impl StreamReader for AnthropicStream {
         };
         match e.get("type").and_then(Value::as_str).unwrap_or("") {
             "error" => {
-                let m = e
-                    .pointer("/error/message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("unknown error");
+                let m = e.pointer("/error/message").and_then(Value::as_str).unwrap_or("unknown error");
                 return Err(LlmError::Response(format!("provider error: {m}")));
             }
             "message_start" => usage(e.pointer("/message/usage"), &mut self.usage),
@@ -341,9 +310,7 @@ impl StreamReader for AnthropicStream {
             "content_block_delta" => {
                 let i = index()?;
                 let Some((block, written)) = self.blocks.get_mut(i) else {
-                    return Err(LlmError::Response(format!(
-                        "a delta for block {i}, which never started"
-                    )));
+                    return Err(LlmError::Response(format!("a delta for block {i}, which never started")));
                 };
                 let delta = e.get("delta").unwrap_or(&Value::Null);
                 let piece = match delta.get("type").and_then(Value::as_str) {
@@ -408,33 +375,18 @@ mod tests {
     /// tool result or an assistant's calls is marked on that message's last block.
     #[test]
     fn breakpoints_follow_tools_tool_results_and_calls() {
-        let call = ToolCall {
-            id: Some("c1".into()),
-            name: "vote".into(),
-            arguments: json!({}),
-        };
+        let call = ToolCall { id: Some("c1".into()), name: "vote".into(), arguments: json!({}) };
         let mut request = ChatRequest::new(vec![
             Message::new(Role::User, "Decide."),
             Message::assistant_calls("", vec![call.clone()]),
             Message::tool_result(&call, "done"),
             Message::new(Role::User, "Again."),
         ]);
-        request.tools = vec![ToolSpec {
-            name: "vote".into(),
-            description: "Vote.".into(),
-            parameters: json!({"type": "object"}),
-        }];
-        request.cache = CacheHints {
-            key: None,
-            prefixes: vec![2, 3, 4],
-            ..CacheHints::default()
-        };
+        request.tools =
+            vec![ToolSpec { name: "vote".into(), description: "Vote.".into(), parameters: json!({"type": "object"}) }];
+        request.cache = CacheHints { key: None, prefixes: vec![2, 3, 4], ..CacheHints::default() };
         let config = LlmConfig::for_dialect(Dialect::Anthropic);
-        assert_eq!(
-            breakpoints(&config, &request),
-            vec![0, 2, 3],
-            "not past the prompt's end"
-        );
+        assert_eq!(breakpoints(&config, &request), vec![0, 2, 3], "not past the prompt's end");
         let body = AnthropicWire.body(&config, &request);
         let ephemeral = json!({"type": "ephemeral"});
         assert_eq!(body["tools"][0]["cache_control"], ephemeral);
@@ -442,10 +394,7 @@ mod tests {
         assert_eq!(body["messages"][2]["content"][0]["cache_control"], ephemeral, "{body}");
         assert_eq!(body["messages"][3]["content"], json!("Again."));
         assert!(body.get("system").is_none());
-        let off = LlmConfig {
-            prompt_cache: false,
-            ..config
-        };
+        let off = LlmConfig { prompt_cache: false, ..config };
         assert!(!AnthropicWire.body(&off, &request).to_string().contains("cache_control"));
         assert_eq!(AnthropicWire.cache(&off, &request).how, CacheHow::None);
     }
@@ -483,22 +432,13 @@ mod tests {
         assert_eq!(AnthropicWire.parse(&r.finish().unwrap()).unwrap(), plain);
         let mut cut = AnthropicWire.stream_reader();
         cut.event(None, r#"{"type":"message_start","message":{}}"#).unwrap();
-        assert_eq!(
-            cut.finish().unwrap_err().to_string(),
-            "the stream ended before its message_stop event"
-        );
+        assert_eq!(cut.finish().unwrap_err().to_string(), "the stream ended before its message_stop event");
         let mut bad = AnthropicWire.stream_reader();
         let e = bad
-            .event(
-                None,
-                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
-            )
+            .event(None, r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#)
             .unwrap_err();
         assert_eq!(e, LlmError::Response("provider error: Overloaded".into()));
-        assert!(
-            bad.event(None, r#"{"type":"content_block_start","index":99999999999}"#)
-                .is_err()
-        );
+        assert!(bad.event(None, r#"{"type":"content_block_start","index":99999999999}"#).is_err());
     }
 
     #[test]
@@ -516,9 +456,7 @@ mod tests {
         assert_eq!(r.tool_calls[0].name, "vote");
         assert_eq!(r.tool_calls[0].id.as_deref(), Some("tu_1"));
         assert_eq!((r.usage.prompt_tokens, r.usage.completion_tokens), (25, 8));
-        let r = AnthropicWire
-            .parse(&json!({"content": [], "stop_reason": "refusal"}))
-            .unwrap();
+        let r = AnthropicWire.parse(&json!({"content": [], "stop_reason": "refusal"})).unwrap();
         assert_eq!(r.refusal.as_deref(), Some("the model refused (stop_reason refusal)"));
         assert_eq!(
             AnthropicWire.parse(&json!({"content": [], "stop_reason": "end_turn"})),

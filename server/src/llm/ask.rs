@@ -27,12 +27,7 @@ pub struct StructuredRequest {
 impl StructuredRequest {
     /// The last user message: what an offline mock answers to.
     pub(crate) fn last_user_text(&self) -> String {
-        self.messages
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::User)
-            .map(|m| m.content.to_string())
-            .unwrap_or_default()
+        self.messages.iter().rev().find(|m| m.role == Role::User).map(|m| m.content.to_string()).unwrap_or_default()
     }
 }
 
@@ -107,10 +102,7 @@ pub(crate) async fn until_valid<T>(
             return Err(AskError::Invalid(problems));
         }
         repairs += 1;
-        req.messages.push(Message::new(
-            Role::Assistant,
-            serde_json::to_string_pretty(&answer).unwrap_or_default(),
-        ));
+        req.messages.push(Message::new(Role::Assistant, serde_json::to_string_pretty(&answer).unwrap_or_default()));
         req.messages.push(Message::new(
             Role::User,
             format!(

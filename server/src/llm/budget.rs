@@ -137,9 +137,7 @@ impl MemoryBook {
         if !call {
             // Nothing to count.
         } else if let Some(limit) = limits.calls {
-            let taken = self
-                .calls
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < limit).then_some(n + 1));
+            let taken = self.calls.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < limit).then_some(n + 1));
             if let Err(made) = taken {
                 return Err(Refusal::Calls { made });
             }
@@ -264,10 +262,7 @@ const TOKENS_PER_REQUEST: u64 = 64;
 /// one byte in every byte-level tokenizer), plus framing.
 pub(crate) fn prompt_bound(request: &ChatRequest) -> u64 {
     let text: usize = serde_json::to_string(&request.tools).map_or(0, |t| t.len())
-        + request
-            .response_schema
-            .as_ref()
-            .map_or(0, |s| s.schema.to_string().len());
+        + request.response_schema.as_ref().map_or(0, |s| s.schema.to_string().len());
     messages_bound(&request.messages) + text as u64
 }
 
@@ -292,10 +287,7 @@ impl TreeBudget {
 
     /// A budget whose spending is booked in `book`, which other processes share.
     pub(crate) fn shared(limits: Limits, prices: Arc<PriceTable>, book: Arc<dyn Book>) -> TreeBudget {
-        TreeBudget {
-            book: Books::Shared(book),
-            ..TreeBudget::new(limits, prices)
-        }
+        TreeBudget { book: Books::Shared(book), ..TreeBudget::new(limits, prices) }
     }
 
     fn book(&self) -> &dyn Book {
@@ -325,13 +317,7 @@ impl TreeBudget {
     pub(crate) fn probe(prices: Arc<PriceTable>) -> TreeBudget {
         TreeBudget {
             probe: Some(Mutex::new(None)),
-            ..TreeBudget::new(
-                Limits {
-                    money: Some(0.0),
-                    ..Limits::default()
-                },
-                prices,
-            )
+            ..TreeBudget::new(Limits { money: Some(0.0), ..Limits::default() }, prices)
         }
     }
 
@@ -446,13 +432,7 @@ impl TreeBudget {
         // A store is no call: the call cap neither stops nor counts it.
         let (limits, call) = match ask {
             Ask::Call(..) => (self.limits, true),
-            Ask::Store { .. } => (
-                Limits {
-                    calls: None,
-                    ..self.limits
-                },
-                false,
-            ),
+            Ask::Store { .. } => (Limits { calls: None, ..self.limits }, false),
         };
         let id = match self.book().hold(limits, worst, call).await {
             Ok(id) => id,
@@ -469,11 +449,7 @@ impl TreeBudget {
                 }
             },
         };
-        Ok(Hold {
-            id,
-            money: worst,
-            outer,
-        })
+        Ok(Hold { id, money: worst, outer })
     }
 
     /// The most `ask` may cost on `model` (what a money cap holds for it), or why it has no
@@ -510,10 +486,7 @@ impl TreeBudget {
             Box::pin(o.settle_as(model, *h, spent)).await;
         }
         let (tokens, cost) = match spent {
-            Spent::Call(usage) => (
-                usage.map_or(0, Usage::total),
-                usage.and_then(|u| self.prices.cost(model, u)),
-            ),
+            Spent::Call(usage) => (usage.map_or(0, Usage::total), usage.and_then(|u| self.prices.cost(model, u))),
             Spent::Store { tokens, ttl_s } => (tokens, self.prices.stored(model, tokens, ttl_s)),
         };
         let cost = match self.limits.money {
@@ -557,10 +530,7 @@ mod tests {
     /// A memory book's steps are ready at once.
     fn now<T>(f: impl std::future::Future<Output = T>) -> T {
         let mut f = std::pin::pin!(f);
-        match f
-            .as_mut()
-            .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
-        {
+        match f.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
             std::task::Poll::Ready(v) => v,
             std::task::Poll::Pending => unreachable!("a memory book never waits"),
         }
@@ -588,18 +558,11 @@ mod tests {
         now(b.settle(
             "fake:priced",
             hold,
-            Some(&Usage {
-                prompt_tokens: 70,
-                completion_tokens: 40,
-                cached_tokens: 0,
-                cache_write_tokens: 0,
-            }),
+            Some(&Usage { prompt_tokens: 70, completion_tokens: 40, cached_tokens: 0, cache_write_tokens: 0 }),
         ));
         assert_eq!(b.spent(), 110);
         assert_eq!(
-            now(b.reserve("fake:priced", &request(1), None))
-                .unwrap_err()
-                .to_string(),
+            now(b.reserve("fake:priced", &request(1), None)).unwrap_err().to_string(),
             "LLM request failed: token budget spent: 110 of 100 tokens used; raise the budget to continue"
         );
     }
@@ -610,25 +573,16 @@ mod tests {
         // = $0.30; actually it costs 10 × $0.001 + 50 × $0.002 = $0.11.
         let b = capped(|l| l.money = Some(1.0));
         let r = request(10);
-        let holds: Vec<Hold> = (0..3)
-            .map(|_| now(b.reserve("fake:priced", &r, Some(100))).unwrap())
-            .collect();
+        let holds: Vec<Hold> = (0..3).map(|_| now(b.reserve("fake:priced", &r, Some(100))).unwrap()).collect();
         let e = now(b.reserve("fake:priced", &r, Some(100))).unwrap_err().to_string();
         assert!(e.contains("money budget") && e.contains("held by running calls"), "{e}");
-        let used = Usage {
-            prompt_tokens: 10,
-            completion_tokens: 50,
-            cached_tokens: 0,
-            cache_write_tokens: 0,
-        };
+        let used = Usage { prompt_tokens: 10, completion_tokens: 50, cached_tokens: 0, cache_write_tokens: 0 };
         for h in holds {
             now(b.settle("fake:priced", h, Some(&used)));
         }
         assert!((b.money_spent() - 0.33).abs() < 1e-12, "{}", b.money_spent());
         // $0.67 left: two more calls fit ($0.30 each held), a third does not.
-        let more: Vec<Hold> = (0..2)
-            .map(|_| now(b.reserve("fake:priced", &r, Some(100))).unwrap())
-            .collect();
+        let more: Vec<Hold> = (0..2).map(|_| now(b.reserve("fake:priced", &r, Some(100))).unwrap()).collect();
         assert!(now(b.reserve("fake:priced", &r, Some(100))).is_err());
         for h in more {
             now(b.settle("fake:priced", h, None));
@@ -644,21 +598,9 @@ mod tests {
     #[test]
     fn a_budget_within_another_is_admitted_only_when_both_admit_and_charges_both() {
         let tree = Arc::new(capped(|l| l.calls = Some(3)));
-        let part = TreeBudget::within(
-            Limits {
-                money: Some(1.0),
-                ..Limits::default()
-            },
-            prices(),
-            Some(tree.clone()),
-        );
+        let part = TreeBudget::within(Limits { money: Some(1.0), ..Limits::default() }, prices(), Some(tree.clone()));
         let r = request(10);
-        let used = Usage {
-            prompt_tokens: 10,
-            completion_tokens: 50,
-            cached_tokens: 0,
-            cache_write_tokens: 0,
-        };
+        let used = Usage { prompt_tokens: 10, completion_tokens: 50, cached_tokens: 0, cache_write_tokens: 0 };
         for _ in 0..3 {
             let h = now(part.reserve("fake:priced", &r, Some(100))).unwrap();
             now(part.settle("fake:priced", h, Some(&used)));
@@ -677,10 +619,7 @@ mod tests {
         let p = TreeBudget::probe(prices());
         assert_eq!(p.probed(), None);
         let r = request(10);
-        assert!(
-            now(p.reserve("fake:priced", &r, Some(100))).is_err(),
-            "a probe admits nothing"
-        );
+        assert!(now(p.reserve("fake:priced", &r, Some(100))).is_err(), "a probe admits nothing");
         assert!(now(p.reserve("fake:priced", &request(500), Some(100))).is_err());
         let held = p.probed().unwrap().unwrap();
         let want = prompt_bound(&r) as f64 * 0.001 + 100.0 * 0.002;
@@ -693,10 +632,7 @@ mod tests {
         let part = TreeBudget::within(Limits::default(), prices(), Some(tree.clone()));
         assert_eq!(part.money_left(), Some(0.5));
         let h = now(tree.reserve("fake:priced", &r, Some(100))).unwrap();
-        assert!(
-            (part.money_left().unwrap() - (0.5 - want)).abs() < 1e-12,
-            "less what is held"
-        );
+        assert!((part.money_left().unwrap() - (0.5 - want)).abs() < 1e-12, "less what is held");
         now(tree.settle("fake:priced", h, None));
         assert_eq!(TreeBudget::new(Limits::default(), prices()).money_left(), None);
     }
@@ -709,20 +645,12 @@ mod tests {
             PriceTable::with_file(r#"{"fake:priced": {"prompt": 1000, "completion": 2000, "cache_storage": 500}}"#)
                 .unwrap(),
         );
-        let tree = Arc::new(TreeBudget::new(
-            Limits {
-                money: Some(2.0),
-                calls: Some(1),
-                ..Limits::default()
-            },
-            prices.clone(),
-        ));
+        let tree =
+            Arc::new(TreeBudget::new(Limits { money: Some(2.0), calls: Some(1), ..Limits::default() }, prices.clone()));
         let part = TreeBudget::within(Limits::default(), prices, Some(tree.clone()));
         let h = now(part.reserve_store("fake:priced", 1_000, 3600)).unwrap();
         assert!((tree.totals().held - 1.5).abs() < 1e-12, "{:?}", tree.totals());
-        let e = now(tree.reserve_store("fake:priced", 1_000, 3600))
-            .unwrap_err()
-            .to_string();
+        let e = now(tree.reserve_store("fake:priced", 1_000, 3600)).unwrap_err().to_string();
         assert!(e.contains("money budget"), "a second does not fit beside it: {e}");
         // No call was counted: the call cap still admits its one call.
         assert_eq!((tree.calls(), tree.refusals()), (0, 0));
@@ -737,9 +665,7 @@ mod tests {
         let h = now(tree.reserve_store("fake:priced", 10, 3600)).unwrap();
         now(tree.settle_store("fake:priced", h, 0, 3600));
         assert!((tree.money_spent() - 0.5).abs() < 1e-12);
-        let e = now(tree.reserve_store("openai:unknown", 10, 3600))
-            .unwrap_err()
-            .to_string();
+        let e = now(tree.reserve_store("openai:unknown", 10, 3600)).unwrap_err().to_string();
         assert!(e.contains("no price"), "{e}");
     }
 

@@ -68,13 +68,7 @@ fn prefix_hashes(messages: &[Message]) -> Vec<u64> {
     out.push(h);
     for m in messages {
         let (role, content) = m.flat();
-        for &b in role
-            .as_str()
-            .as_bytes()
-            .iter()
-            .chain([0u8].iter())
-            .chain(content.as_bytes())
-        {
+        for &b in role.as_str().as_bytes().iter().chain([0u8].iter()).chain(content.as_bytes()) {
             h ^= u64::from(b);
             h = h.wrapping_mul(0x0100_0000_01b3);
         }
@@ -102,10 +96,7 @@ pub fn key(affinity: u64, agent: Option<&str>) -> String {
 pub fn plan(messages: &[Message], state: &mut LlmState) -> CacheHints {
     let key = (state.affinity != 0).then(|| key(state.affinity, state.speaker.as_deref()));
     let Some(agent) = state.speaker.clone() else {
-        return CacheHints {
-            key,
-            ..CacheHints::default()
-        };
+        return CacheHints { key, ..CacheHints::default() };
     };
     let hashes = prefix_hashes(messages);
     let sent = state.prefixes.entry(agent).or_default();
@@ -138,12 +129,7 @@ pub fn plan(messages: &[Message], state: &mut LlmState) -> CacheHints {
             bound: messages_bound(&messages[..len]),
         });
     }
-    CacheHints {
-        key,
-        prefixes,
-        shared,
-        ..CacheHints::default()
-    }
+    CacheHints { key, prefixes, shared, ..CacheHints::default() }
 }
 
 /// The smallest fan-out whose runs share an explicitly cached prefix: creating one costs a call
@@ -178,11 +164,7 @@ mod tests {
     }
 
     fn speaking(affinity: u64) -> LlmState {
-        LlmState {
-            affinity,
-            speaker: Some("Ann".into()),
-            ..LlmState::default()
-        }
+        LlmState { affinity, speaker: Some("Ann".into()), ..LlmState::default() }
     }
 
     #[test]

@@ -96,23 +96,14 @@ impl From<MessageWire> for Message {
 impl From<Message> for MessageWire {
     fn from(m: Message) -> MessageWire {
         let tools = m.tools.map(|t| *t).unwrap_or_default();
-        MessageWire {
-            role: m.role,
-            content: m.content,
-            tool_calls: tools.calls,
-            tool_call_id: tools.call_id,
-        }
+        MessageWire { role: m.role, content: m.content, tool_calls: tools.calls, tool_call_id: tools.call_id }
     }
 }
 
 impl Message {
     /// A plain text message.
     pub fn new(role: Role, content: impl Into<Arc<str>>) -> Self {
-        Message {
-            role,
-            content: content.into(),
-            tools: None,
-        }
+        Message { role, content: content.into(), tools: None }
     }
 
     fn with_tools(role: Role, content: Arc<str>, calls: Vec<ToolCall>, call_id: Option<String>) -> Self {
@@ -222,11 +213,7 @@ pub struct JsonSchema {
 
 impl JsonSchema {
     pub fn new(name: impl Into<String>, schema: Value) -> JsonSchema {
-        JsonSchema {
-            name: name.into(),
-            description: None,
-            schema,
-        }
+        JsonSchema { name: name.into(), description: None, schema }
     }
 }
 
@@ -368,11 +355,7 @@ impl Eq for Spend {}
 
 impl fmt::Debug for Spend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "Spend(budget)"
-        } else {
-            "Spend(none)"
-        })
+        f.write_str(if self.0.is_some() { "Spend(budget)" } else { "Spend(none)" })
     }
 }
 
@@ -462,20 +445,13 @@ pub struct CacheCreated {
 impl ChatRequest {
     /// A request with these messages and nothing else.
     pub fn new(messages: Vec<Message>) -> ChatRequest {
-        ChatRequest {
-            messages,
-            ..ChatRequest::default()
-        }
+        ChatRequest { messages, ..ChatRequest::default() }
     }
 
     /// The system text (all system messages joined by a blank line), if any.
     pub(crate) fn system_text(&self) -> Option<String> {
-        let parts: Vec<&str> = self
-            .messages
-            .iter()
-            .filter(|m| m.role == Role::System)
-            .map(|m| m.content.as_ref())
-            .collect();
+        let parts: Vec<&str> =
+            self.messages.iter().filter(|m| m.role == Role::System).map(|m| m.content.as_ref()).collect();
         (!parts.is_empty()).then(|| parts.join("\n\n"))
     }
 }
@@ -552,16 +528,8 @@ mod tests {
     #[test]
     fn a_plain_message_stays_small() {
         // Role + Arc<str> + one pointer to the rare tool fields.
-        assert!(
-            std::mem::size_of::<Message>() <= 32,
-            "{}",
-            std::mem::size_of::<Message>()
-        );
-        let call = ToolCall {
-            id: Some("c1".into()),
-            name: "f".into(),
-            arguments: json!({}),
-        };
+        assert!(std::mem::size_of::<Message>() <= 32, "{}", std::mem::size_of::<Message>());
+        let call = ToolCall { id: Some("c1".into()), name: "f".into(), arguments: json!({}) };
         let back: Message =
             serde_json::from_value(json!({"role": "tool", "content": "ok", "tool_call_id": "c1"})).unwrap();
         assert_eq!(back, Message::tool_result(&call, "ok"));
@@ -570,12 +538,7 @@ mod tests {
 
     #[test]
     fn cache_use_names_are_those_serde_writes() {
-        for how in [
-            CacheHow::None,
-            CacheHow::Implicit,
-            CacheHow::PromptCacheKey,
-            CacheHow::CacheControl,
-        ] {
+        for how in [CacheHow::None, CacheHow::Implicit, CacheHow::PromptCacheKey, CacheHow::CacheControl] {
             assert_eq!(serde_json::to_value(how).unwrap(), json!(how.as_str()));
         }
     }
@@ -590,11 +553,7 @@ mod tests {
 
     #[test]
     fn tool_messages_keep_their_calls_and_flatten_to_text() {
-        let call = ToolCall {
-            id: Some("c1".into()),
-            name: "vote".into(),
-            arguments: json!({"target": "Pia"}),
-        };
+        let call = ToolCall { id: Some("c1".into()), name: "vote".into(), arguments: json!({"target": "Pia"}) };
         let asked = Message::assistant_calls("Voting.", vec![call.clone()]);
         let answer = Message::tool_result(&call, "ok");
         assert_eq!(
@@ -603,10 +562,7 @@ mod tests {
         );
         assert_eq!(
             asked.flat(),
-            (
-                Role::Assistant,
-                Cow::Owned::<str>("Voting.\n[called vote with {\"target\":\"Pia\"}]".into())
-            )
+            (Role::Assistant, Cow::Owned::<str>("Voting.\n[called vote with {\"target\":\"Pia\"}]".into()))
         );
         assert_eq!(answer.flat(), (Role::User, Cow::Owned::<str>("Tool result: ok".into())));
         assert!(matches!(Message::new(Role::User, "u").flat().1, Cow::Borrowed("u")));

@@ -70,10 +70,7 @@ impl Coalescer {
             return Turn::Wait(rx);
         }
         inflight.insert(key.clone(), Vec::new());
-        Turn::Lead(Leader {
-            coalescer: self.clone(),
-            key: Some(key),
-        })
+        Turn::Lead(Leader { coalescer: self.clone(), key: Some(key) })
     }
 
     /// Calls in flight now (for tests).
@@ -108,46 +105,24 @@ mod tests {
     use super::*;
 
     fn key(hash: &str) -> CallKey {
-        CallKey {
-            provider: "openai:m".into(),
-            affinity: 1,
-            seed: 2,
-            hash: hash.into(),
-        }
+        CallKey { provider: "openai:m".into(), affinity: 1, seed: 2, hash: hash.into() }
     }
 
     #[tokio::test]
     async fn waiters_get_the_leaders_answer_and_a_cancelled_leader_lets_them_go() {
         let c = Arc::new(Coalescer::default());
-        let Turn::Lead(leader) = c.join(key("a")) else {
-            panic!("first leads")
-        };
-        let Turn::Wait(w1) = c.join(key("a")) else {
-            panic!("second waits")
-        };
-        let Turn::Wait(w2) = c.join(key("a")) else {
-            panic!("third waits")
-        };
-        assert!(
-            matches!(c.join(key("b")), Turn::Lead(_)),
-            "another request leads its own"
-        );
-        let record = LlmRecord {
-            hash: "a".into(),
-            response: "hi".into(),
-            ..LlmRecord::default()
-        };
+        let Turn::Lead(leader) = c.join(key("a")) else { panic!("first leads") };
+        let Turn::Wait(w1) = c.join(key("a")) else { panic!("second waits") };
+        let Turn::Wait(w2) = c.join(key("a")) else { panic!("third waits") };
+        assert!(matches!(c.join(key("b")), Turn::Lead(_)), "another request leads its own");
+        let record = LlmRecord { hash: "a".into(), response: "hi".into(), ..LlmRecord::default() };
         leader.finish(&Ok(("hi".into(), record.clone())));
         assert_eq!(w1.await.unwrap().unwrap().1, record);
         assert_eq!(w2.await.unwrap().unwrap().0, "hi");
         assert_eq!(c.in_flight(), 0, "nothing is kept after the call");
 
-        let Turn::Lead(leader) = c.join(key("a")) else {
-            panic!("leads again")
-        };
-        let Turn::Wait(w) = c.join(key("a")) else {
-            panic!("waits")
-        };
+        let Turn::Lead(leader) = c.join(key("a")) else { panic!("leads again") };
+        let Turn::Wait(w) = c.join(key("a")) else { panic!("waits") };
         drop(leader);
         assert!(w.await.is_err(), "a cancelled leader's waiter asks again");
         assert!(matches!(c.join(key("a")), Turn::Lead(_)));

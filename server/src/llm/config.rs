@@ -25,10 +25,7 @@ pub struct ConfigError {
 
 impl ConfigError {
     pub(crate) fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        ConfigError {
-            field: field.into(),
-            message: message.into(),
-        }
+        ConfigError { field: field.into(), message: message.into() }
     }
 }
 
@@ -50,13 +47,8 @@ pub enum Dialect {
 }
 
 impl Dialect {
-    pub const ALL: [Dialect; 5] = [
-        Dialect::OpenAi,
-        Dialect::Gemini,
-        Dialect::Anthropic,
-        Dialect::Mock,
-        Dialect::Scripted,
-    ];
+    pub const ALL: [Dialect; 5] =
+        [Dialect::OpenAi, Dialect::Gemini, Dialect::Anthropic, Dialect::Mock, Dialect::Scripted];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -319,10 +311,7 @@ impl LlmConfig {
 
     /// The configured base URL or the dialect's default, without a trailing slash.
     pub(crate) fn endpoint(&self) -> &str {
-        self.base_url
-            .as_deref()
-            .unwrap_or(self.dialect.default_base_url())
-            .trim_end_matches('/')
+        self.base_url.as_deref().unwrap_or(self.dialect.default_base_url()).trim_end_matches('/')
     }
 
     pub(crate) fn timeout(&self) -> Duration {
@@ -368,12 +357,8 @@ impl LlmConfig {
         let o = LlmOverride {
             model: get("LLM_MODEL"),
             base_url: get("LLM_BASE_URL"),
-            base_urls: get("LLM_BASE_URLS").map(|v| {
-                v.split(',')
-                    .map(|u| u.trim().to_string())
-                    .filter(|u| !u.is_empty())
-                    .collect()
-            }),
+            base_urls: get("LLM_BASE_URLS")
+                .map(|v| v.split(',').map(|u| u.trim().to_string()).filter(|u| !u.is_empty()).collect()),
             prefix_affinity: env_bool(&get, "LLM_PREFIX_AFFINITY")?,
             stream: env_bool(&get, "LLM_STREAM")?,
             prompt_cache: env_bool(&get, "LLM_PROMPT_CACHE")?,
@@ -384,10 +369,7 @@ impl LlmConfig {
                 Some("first" | "on" | "true" | "1") => Some(WarmUpMode::First),
                 Some("serial") => Some(WarmUpMode::Serial),
                 Some(other) => {
-                    return Err(ConfigError::new(
-                        "LLM_WARM_UP",
-                        format!("{other:?} is not off, first or serial"),
-                    ));
+                    return Err(ConfigError::new("LLM_WARM_UP", format!("{other:?} is not off, first or serial")));
                 }
             },
             api_key: get("LLM_API_KEY").and_then(ApiKey::new),
@@ -515,8 +497,7 @@ impl LlmConfig {
         if let Some(k) = &o.api_key {
             self.api_key = Some(k.clone());
         }
-        self.validate()
-            .map_err(|e| ConfigError::new(format!("{origin}.{}", e.field), e.message))
+        self.validate().map_err(|e| ConfigError::new(format!("{origin}.{}", e.field), e.message))
     }
 
     /// Checks ranges; the error's field is the config field name.
@@ -534,11 +515,7 @@ impl LlmConfig {
         if self.base_urls.len() > MAX_BASE_URLS {
             return bad("base_urls", &format!("at most {MAX_BASE_URLS} servers"));
         }
-        if let Some(u) = self
-            .base_urls
-            .iter()
-            .find(|u| !(u.starts_with("http://") || u.starts_with("https://")))
-        {
+        if let Some(u) = self.base_urls.iter().find(|u| !(u.starts_with("http://") || u.starts_with("https://"))) {
             return bad("base_urls", &format!("{u:?} must start with http:// or https://"));
         }
         if !(self.temperature.is_finite() && (0.0..=2.0).contains(&self.temperature)) {
@@ -547,10 +524,7 @@ impl LlmConfig {
         if !(self.top_p.is_finite() && self.top_p > 0.0 && self.top_p <= 1.0) {
             return bad("top_p", "must be in (0, 1]");
         }
-        for (f, v) in [
-            ("frequency_penalty", self.frequency_penalty),
-            ("presence_penalty", self.presence_penalty),
-        ] {
+        for (f, v) in [("frequency_penalty", self.frequency_penalty), ("presence_penalty", self.presence_penalty)] {
             if !(v.is_finite() && (-2.0..=2.0).contains(&v)) {
                 return bad(f, "must be between -2 and 2");
             }
@@ -587,10 +561,7 @@ impl LlmConfig {
 
 fn env_num<T: FromStr>(get: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<Option<T>, ConfigError> {
     get(name)
-        .map(|v| {
-            v.parse::<T>()
-                .map_err(|_| ConfigError::new(name, format!("{v:?} is not a valid number")))
-        })
+        .map(|v| v.parse::<T>().map_err(|_| ConfigError::new(name, format!("{v:?} is not a valid number"))))
         .transpose()
 }
 
@@ -690,10 +661,7 @@ impl LlmSettings {
             Some("toml") => LlmSettings::parse_toml(&text),
             Some("json") => LlmSettings::parse_json(&text),
             _ => {
-                return Err(ConfigError::new(
-                    &shown,
-                    "unknown format (the file name must end in .toml or .json)",
-                ));
+                return Err(ConfigError::new(&shown, "unknown format (the file name must end in .toml or .json)"));
             }
         };
         parsed.map_err(|e| ConfigError::new(format!("{shown}: {}", e.field), e.message))
@@ -741,9 +709,7 @@ impl LlmSettings {
             let (name, sec) = s;
             c = c.merged(&sec.llm, env).map_err(at(format!("scenarios.{name}")))?;
             if let Some(a) = agent.and_then(|a| sec.agents.get(a).map(|o| (a, o))) {
-                c = c
-                    .merged(a.1, env)
-                    .map_err(at(format!("scenarios.{name}.agents.{}", a.0)))?;
+                c = c.merged(a.1, env).map_err(at(format!("scenarios.{name}.agents.{}", a.0)))?;
             }
         }
         Ok(c)
@@ -813,11 +779,8 @@ mod tests {
 
     #[test]
     fn the_key_is_never_printed_or_serialised() {
-        let c = LlmConfig::from_lookup(&env(&[
-            ("LLM_DIALECT", "anthropic"),
-            ("ANTHROPIC_API_KEY", "sk-ant-SECRET"),
-        ]))
-        .unwrap();
+        let c = LlmConfig::from_lookup(&env(&[("LLM_DIALECT", "anthropic"), ("ANTHROPIC_API_KEY", "sk-ant-SECRET")]))
+            .unwrap();
         let debug = format!("{c:?}");
         assert!(!debug.contains("SECRET"), "{debug}");
         assert!(debug.contains("ApiKey(***)"));
@@ -846,10 +809,7 @@ mod tests {
         let c = LlmConfig::from_lookup(&env(&[("LLM_MAX_RESPONSE_BYTES", "65536")])).unwrap();
         assert_eq!(c.max_response_bytes, 65536);
         let e = LlmConfig::from_lookup(&env(&[("LLM_MAX_RESPONSE_BYTES", "10")])).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "LLM config: env.max_response_bytes: must be at least 1024"
-        );
+        assert_eq!(e.to_string(), "LLM config: env.max_response_bytes: must be at least 1024");
     }
 
     const FILE: &str = r#"
@@ -897,9 +857,7 @@ model = "claude-test"
             r#"{"default": {"dialect": "gemini"}, "scenarios": {"x": {"agents": {"A": {"top_p": 0.5}}}}}"#,
         )
         .unwrap();
-        let c = s
-            .resolve(&LlmConfig::default(), Some("x"), Some("A"), &env(&[]))
-            .unwrap();
+        let c = s.resolve(&LlmConfig::default(), Some("x"), Some("A"), &env(&[])).unwrap();
         assert_eq!((c.dialect, c.top_p), (Dialect::Gemini, 0.5));
 
         let e = LlmSettings::parse_json(r#"{"scenarios": {"x": {"agents": {"A": {"temp": 1}}}}}"#).unwrap_err();
@@ -910,9 +868,7 @@ model = "claude-test"
         assert!(e.message.contains("cohere"), "{e}");
 
         let s = LlmSettings::parse_toml("[scenarios.x.agents.A]\ntop_p = 7\n").unwrap();
-        let e = s
-            .resolve(&LlmConfig::default(), Some("x"), Some("A"), &env(&[]))
-            .unwrap_err();
+        let e = s.resolve(&LlmConfig::default(), Some("x"), Some("A"), &env(&[])).unwrap_err();
         assert_eq!(e.field, "scenarios.x.agents.A.top_p");
         let s = LlmSettings::parse_toml("[default]\napi_key_env = \"NOPE\"\n").unwrap();
         let e = s.resolve(&LlmConfig::default(), None, None, &env(&[])).unwrap_err();

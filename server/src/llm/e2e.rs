@@ -66,9 +66,7 @@ pub async fn smoke(config: &LlmConfig) -> Result<SmokeReport, LlmError> {
     }
     let plain = usage.lock().unwrap_or_else(|p| p.into_inner())[0];
     if plain.prompt_tokens == 0 || plain.completion_tokens == 0 {
-        return Err(LlmError::Response(format!(
-            "the plain chat reported no token usage: {plain:?}"
-        )));
+        return Err(LlmError::Response(format!("the plain chat reported no token usage: {plain:?}")));
     }
 
     let schema = JsonSchema::new(

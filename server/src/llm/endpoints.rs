@@ -77,11 +77,7 @@ pub struct Sharing {
 
 impl Sharing {
     pub(crate) fn new(board: Arc<dyn LoadBoard>) -> Sharing {
-        Sharing {
-            board,
-            gates: Mutex::new(Vec::new()),
-            kick: Arc::new(Notify::new()),
-        }
+        Sharing { board, gates: Mutex::new(Vec::new()), kick: Arc::new(Notify::new()) }
     }
 
     /// Puts `gate` (of the endpoint at `url`) under the board.
@@ -192,11 +188,7 @@ fn decide_one(url: &str, gate: &Gate, others: &[&LoadRow]) -> (usize, LoadRow) {
     let target = fair_share(limit, wanted, o_want, others.len());
     let held = gate.shrink_to(target);
     // Never more than the others leave free: the holdings stay within the limit.
-    let grant = if target > held {
-        target.min(limit.saturating_sub(o_res)).max(held)
-    } else {
-        held
-    };
+    let grant = if target > held { target.min(limit.saturating_sub(o_res)).max(held) } else { held };
     let row = LoadRow {
         endpoint: url.to_string(),
         in_flight: gate.in_flight() as u64,
@@ -212,11 +204,7 @@ fn decide_one(url: &str, gate: &Gate, others: &[&LoadRow]) -> (usize, LoadRow) {
 /// bounded by what the others leave free).
 pub(crate) fn fair_share(limit: usize, wanted: usize, others_want: usize, others: usize) -> usize {
     let total = wanted + others_want;
-    if total <= limit {
-        wanted + (limit - total) / (others + 1)
-    } else {
-        (limit * wanted).div_ceil(total)
-    }
+    if total <= limit { wanted + (limit - total) / (others + 1) } else { (limit * wanted).div_ceil(total) }
 }
 
 #[cfg(test)]
@@ -238,11 +226,7 @@ mod tests {
         fn exchange<'a>(&'a self, decide: Decide<'a>) -> BoxFuture<'a, Result<(), BoardError>> {
             Box::pin(async move {
                 let mut rows = self.board.rows.lock().unwrap();
-                let others: Vec<LoadRow> = rows
-                    .iter()
-                    .filter(|(h, _)| *h != self.id)
-                    .map(|(_, r)| r.clone())
-                    .collect();
+                let others: Vec<LoadRow> = rows.iter().filter(|(h, _)| *h != self.id).map(|(_, r)| r.clone()).collect();
                 let mine = decide(&others);
                 rows.retain(|(h, _)| *h != self.id);
                 rows.extend(mine.into_iter().map(|r| (self.id, r)));
@@ -271,10 +255,7 @@ mod tests {
     async fn two_processes_never_hold_more_than_the_limit() {
         let board = Arc::new(Board::default());
         let share = |id| {
-            let s = Sharing::new(Arc::new(Holder {
-                id,
-                board: board.clone(),
-            }));
+            let s = Sharing::new(Arc::new(Holder { id, board: board.clone() }));
             let gate = Arc::new(Gate::new(4, None));
             s.add("http://e/v1", gate.clone());
             (s, gate)
@@ -288,11 +269,7 @@ mod tests {
         assert_eq!(gb.capacity(), 0, "nothing free yet");
         a.refresh().await.unwrap();
         b.refresh().await.unwrap();
-        assert_eq!(
-            (ga.capacity(), gb.capacity()),
-            (2, 2),
-            "idle: the limit split as headroom"
-        );
+        assert_eq!((ga.capacity(), gb.capacity()), (2, 2), "idle: the limit split as headroom");
         // A takes everything it is granted and wants one more; B is idle.
         let release = Arc::new(Notify::new());
         let calls: Vec<_> = (0..3)

@@ -28,14 +28,7 @@ use super::schema;
 use super::wire::{ExplicitCache, StreamError, StreamReader, Wire, event_json, put_sampling, tool_call};
 
 /// Finish reasons that mean a filter withheld the answer.
-const BLOCKED: [&str; 6] = [
-    "SAFETY",
-    "RECITATION",
-    "BLOCKLIST",
-    "PROHIBITED_CONTENT",
-    "SPII",
-    "IMAGE_SAFETY",
-];
+const BLOCKED: [&str; 6] = ["SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"];
 
 /// The generateContent mapping.
 #[derive(Clone, Copy, Debug, Default)]
@@ -52,9 +45,7 @@ fn contents(messages: &[Message]) -> Vec<Value> {
                     "name": called_name(messages, m.tool_call_id()),
                     "response": {"output": json_or_text(&m.content)}}});
                 // Results of one turn's calls travel together, in one user turn.
-                let last = out
-                    .last_mut()
-                    .filter(|c| c["parts"][0].get("functionResponse").is_some());
+                let last = out.last_mut().filter(|c| c["parts"][0].get("functionResponse").is_some());
                 match last.and_then(|c| c["parts"].as_array_mut()) {
                     Some(parts) => parts.push(part),
                     None => out.push(json!({"role": "user", "parts": [part]})),
@@ -105,11 +96,7 @@ impl Wire for GeminiWire {
     }
 
     fn headers(&self, config: &LlmConfig) -> Vec<(&'static str, String)> {
-        config
-            .api_key
-            .iter()
-            .map(|k| ("x-goog-api-key", k.expose().to_string()))
-            .collect()
+        config.api_key.iter().map(|k| ("x-goog-api-key", k.expose().to_string())).collect()
     }
 
     fn body(&self, config: &LlmConfig, request: &ChatRequest) -> Value {
@@ -134,13 +121,7 @@ impl Wire for GeminiWire {
             &mut g,
             config,
             request,
-            [
-                "temperature",
-                "topP",
-                "maxOutputTokens",
-                "frequencyPenalty",
-                "presencePenalty",
-            ],
+            ["temperature", "topP", "maxOutputTokens", "frequencyPenalty", "presencePenalty"],
         );
         if let Some(s) = &request.response_schema {
             g.insert("responseMimeType".into(), json!("application/json"));
@@ -170,10 +151,7 @@ impl Wire for GeminiWire {
 
     fn stream(&self, config: &LlmConfig, _request: &ChatRequest, _body: &mut Value) -> Option<String> {
         let model = config.model.trim_start_matches("models/");
-        Some(format!(
-            "{}/models/{model}:streamGenerateContent?alt=sse",
-            config.endpoint()
-        ))
+        Some(format!("{}/models/{model}:streamGenerateContent?alt=sse", config.endpoint()))
     }
 
     fn stream_reader(&self) -> Box<dyn StreamReader> {
@@ -188,10 +166,7 @@ impl Wire for GeminiWire {
                 cached_messages: *len as u32,
                 ..CacheUse::default()
             },
-            None => CacheUse {
-                how: CacheHow::Implicit,
-                ..CacheUse::default()
-            },
+            None => CacheUse { how: CacheHow::Implicit, ..CacheUse::default() },
         }
     }
 
@@ -200,11 +175,7 @@ impl Wire for GeminiWire {
     }
 
     fn parse(&self, body: &Value) -> Result<ChatResponse, LlmError> {
-        let count = |k: &str| {
-            body.pointer(&format!("/usageMetadata/{k}"))
-                .and_then(Value::as_u64)
-                .unwrap_or(0)
-        };
+        let count = |k: &str| body.pointer(&format!("/usageMetadata/{k}")).and_then(Value::as_u64).unwrap_or(0);
         let usage = Usage {
             prompt_tokens: count("promptTokenCount"),
             // Thinking models bill their thoughts as output.
@@ -217,9 +188,7 @@ impl Wire for GeminiWire {
             if let Some(reason) = body.pointer("/promptFeedback/blockReason").and_then(Value::as_str) {
                 return Ok(ChatResponse {
                     usage,
-                    refusal: Some(format!(
-                        "the prompt was blocked by the safety filter (blockReason {reason})"
-                    )),
+                    refusal: Some(format!("the prompt was blocked by the safety filter (blockReason {reason})")),
                     finish_reason: Some(reason.to_string()),
                     ..ChatResponse::default()
                 });
@@ -233,12 +202,7 @@ impl Wire for GeminiWire {
             .map(|r| format!("the answer was blocked by the safety filter (finishReason {r})"));
         let mut text = String::new();
         let mut tool_calls = Vec::new();
-        for part in cand
-            .pointer("/content/parts")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for part in cand.pointer("/content/parts").and_then(Value::as_array).into_iter().flatten() {
             if part.get("thought").and_then(Value::as_bool) == Some(true) {
                 continue;
             }
@@ -284,11 +248,7 @@ impl ExplicitCache for GeminiWire {
     }
 
     fn name(&self, answer: &Value) -> Option<String> {
-        answer
-            .get("name")
-            .and_then(Value::as_str)
-            .filter(|n| n.starts_with("cachedContents/"))
-            .map(str::to_string)
+        answer.get("name").and_then(Value::as_str).filter(|n| n.starts_with("cachedContents/")).map(str::to_string)
     }
 
     /// A cached content's `usageMetadata.totalTokenCount`.
@@ -323,11 +283,7 @@ impl StreamReader for GeminiStream {
         if let Some(f) = chunk.get("promptFeedback") {
             self.feedback = Some(f.clone());
         }
-        let Some(cand) = chunk
-            .get("candidates")
-            .and_then(Value::as_array)
-            .and_then(|c| c.first())
-        else {
+        let Some(cand) = chunk.get("candidates").and_then(Value::as_array).and_then(|c| c.first()) else {
             return Ok(String::new());
         };
         self.candidate = true;
@@ -335,12 +291,7 @@ impl StreamReader for GeminiStream {
             self.finish_reason = Some(r.clone());
         }
         let mut shown = String::new();
-        for part in cand
-            .pointer("/content/parts")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for part in cand.pointer("/content/parts").and_then(Value::as_array).into_iter().flatten() {
             if part.get("thought").and_then(Value::as_bool) != Some(true)
                 && let Some(t) = part.get("text").and_then(Value::as_str)
             {
@@ -403,16 +354,10 @@ mod tests {
         assert_eq!(shown, "Hello there.");
         assert_eq!(GeminiWire.parse(&r.finish().unwrap()).unwrap(), plain);
         let mut cut = GeminiWire.stream_reader();
-        cut.event(None, r#"{"candidates":[{"content":{"parts":[{"text":"Hel"}]}}]}"#)
-            .unwrap();
-        assert_eq!(
-            cut.finish().unwrap_err().to_string(),
-            "the stream ended before its finishReason"
-        );
+        cut.event(None, r#"{"candidates":[{"content":{"parts":[{"text":"Hel"}]}}]}"#).unwrap();
+        assert_eq!(cut.finish().unwrap_err().to_string(), "the stream ended before its finishReason");
         let mut blocked = GeminiWire.stream_reader();
-        blocked
-            .event(None, r#"{"promptFeedback":{"blockReason":"SAFETY"}}"#)
-            .unwrap();
+        blocked.event(None, r#"{"promptFeedback":{"blockReason":"SAFETY"}}"#).unwrap();
         let r = GeminiWire.parse(&blocked.finish().unwrap()).unwrap();
         assert!(r.refusal.unwrap().contains("SAFETY"));
     }
@@ -443,9 +388,7 @@ mod tests {
             Some("the prompt was blocked by the safety filter (blockReason PROHIBITED_CONTENT)")
         );
         assert_eq!(r.usage.prompt_tokens, 7);
-        let r = GeminiWire
-            .parse(&json!({"candidates": [{"finishReason": "SAFETY"}]}))
-            .unwrap();
+        let r = GeminiWire.parse(&json!({"candidates": [{"finishReason": "SAFETY"}]})).unwrap();
         assert!(r.refusal.unwrap().contains("finishReason SAFETY"));
         assert_eq!(
             GeminiWire.parse(&json!({"candidates": []})),

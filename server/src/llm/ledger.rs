@@ -113,10 +113,7 @@ pub struct Ledger {
 
 impl std::fmt::Debug for Ledger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ledger")
-            .field("records", &self.records)
-            .field("sink", &self.sink.is_some())
-            .finish()
+        f.debug_struct("Ledger").field("records", &self.records).field("sink", &self.sink.is_some()).finish()
     }
 }
 
@@ -130,11 +127,7 @@ impl Ledger {
         for r in answered {
             by_hash.entry(r.hash.clone()).or_default().push_back(r);
         }
-        Ledger {
-            records: Mutex::new(failed),
-            earlier: Mutex::new(by_hash),
-            sink,
-        }
+        Ledger { records: Mutex::new(failed), earlier: Mutex::new(by_hash), sink }
     }
 
     fn push(&self, r: LlmRecord) {
@@ -144,12 +137,7 @@ impl Ledger {
     /// The earlier attempt's answer to the request `hash`, if it recorded one not yet used
     /// (then it is this run's record too, as if the call had been made).
     fn earlier(&self, hash: &str) -> Option<LlmRecord> {
-        let r = self
-            .earlier
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_mut(hash)
-            .and_then(VecDeque::pop_front)?;
+        let r = self.earlier.lock().unwrap_or_else(|p| p.into_inner()).get_mut(hash).and_then(VecDeque::pop_front)?;
         self.push(r.clone());
         Some(r)
     }
@@ -203,18 +191,14 @@ impl LlmClient for MeteredClient {
             }
             // Only calls that reach a server are shared: an offline provider keeps per-run
             // state (the mock's counters) that a shared answer would skip.
-            let networked = matches!(
-                self.provider.dialect(),
-                Dialect::OpenAi | Dialect::Gemini | Dialect::Anthropic
-            );
+            let networked = matches!(self.provider.dialect(), Dialect::OpenAi | Dialect::Gemini | Dialect::Anthropic);
             let run = networked && state.affinity != 0;
             // An agent's first call of a run shares its prefix with the sibling runs' (held by
             // the warm-up gate until the first of them is answered).
             let first = match (run, state.speaker.as_ref()) {
-                (true, Some(agent)) => state
-                    .prefixes
-                    .get_mut(agent)
-                    .is_some_and(|s| !std::mem::replace(&mut s.called, true)),
+                (true, Some(agent)) => {
+                    state.prefixes.get_mut(agent).is_some_and(|s| !std::mem::replace(&mut s.called, true))
+                }
                 _ => false,
             };
             let warm = state.speaker.clone().filter(|_| first).map(|agent| WarmKey {
@@ -229,12 +213,7 @@ impl LlmClient for MeteredClient {
                 self.ledger.keep(record).await;
                 return Ok(text);
             };
-            let key = CallKey {
-                provider: self.provider.label(),
-                affinity: state.affinity,
-                seed: state.seed,
-                hash,
-            };
+            let key = CallKey { provider: self.provider.label(), affinity: state.affinity, seed: state.seed, hash };
             loop {
                 match coalescer.join(key.clone()) {
                     Turn::Lead(leader) => {
@@ -254,12 +233,7 @@ impl LlmClient for MeteredClient {
                             c.created = None;
                             c.held_ms = None;
                         }
-                        self.ledger
-                            .keep(LlmRecord {
-                                coalesced: true,
-                                ..record
-                            })
-                            .await;
+                        self.ledger.keep(LlmRecord { coalesced: true, ..record }).await;
                         return Ok(text);
                     }
                 }
@@ -285,10 +259,7 @@ impl MeteredClient {
                 .keep(LlmRecord {
                     hash: request_hash(&request.messages),
                     model: Some(self.provider.label()),
-                    cache: Some(CacheUse {
-                        created: Some(created),
-                        ..CacheUse::default()
-                    }),
+                    cache: Some(CacheUse { created: Some(created), ..CacheUse::default() }),
                     failed: true,
                     ..LlmRecord::default()
                 })
@@ -455,9 +426,7 @@ impl ReplayClient {
         for r in records.iter().filter(|r| !r.failed) {
             answers.entry(r.hash.clone()).or_default().push_back(r.response.clone());
         }
-        ReplayClient {
-            answers: Mutex::new(answers),
-        }
+        ReplayClient { answers: Mutex::new(answers) }
     }
 }
 
@@ -468,12 +437,8 @@ impl LlmClient for ReplayClient {
         _state: &'a mut LlmState,
     ) -> BoxFuture<'a, Result<String, LlmError>> {
         let hash = request_hash(messages);
-        let answer = self
-            .answers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_mut(&hash)
-            .and_then(VecDeque::pop_front);
+        let answer =
+            self.answers.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&hash).and_then(VecDeque::pop_front);
         Box::pin(async move {
             answer.ok_or_else(|| {
                 LlmError::Request(format!(
@@ -493,11 +458,7 @@ pub(crate) struct RoutingClient {
 
 impl RoutingClient {
     fn pick(&self, messages: &[Message]) -> &Arc<dyn LlmClient> {
-        let system = messages
-            .iter()
-            .find(|m| m.role == Role::System)
-            .map(|m| m.content.as_ref())
-            .unwrap_or("");
+        let system = messages.iter().find(|m| m.role == Role::System).map(|m| m.content.as_ref()).unwrap_or("");
         let line = system.trim_start_matches('\n').lines().next().unwrap_or("");
         self.by_agent
             .iter()
@@ -543,10 +504,7 @@ mod tests {
         ];
         let text = [
             Message::new(Role::System, "s"),
-            Message::new(
-                Role::Assistant,
-                "Holding.\n[called submit_decision with {\"orders\":[]}]",
-            ),
+            Message::new(Role::Assistant, "Holding.\n[called submit_decision with {\"orders\":[]}]"),
             Message::new(Role::User, "Tool result: {}"),
         ];
         assert_eq!(request_hash(&native), request_hash(&text));
@@ -567,10 +525,7 @@ mod tests {
     fn routing_picks_the_agent_named_on_the_first_line() {
         let r = RoutingClient {
             default: Arc::new(Fixed("default")),
-            by_agent: vec![
-                ("Rep. Li Na".into(), Arc::new(Fixed("li"))),
-                ("Ann".into(), Arc::new(Fixed("ann"))),
-            ],
+            by_agent: vec![("Rep. Li Na".into(), Arc::new(Fixed("li"))), ("Ann".into(), Arc::new(Fixed("ann")))],
         };
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let ask = |system: &str| {
@@ -612,10 +567,7 @@ mod tests {
         let m = [Message::new(Role::User, "q")];
         let failed = LlmRecord {
             hash: request_hash(&m),
-            cache: Some(CacheUse {
-                created: Some(CacheCreated { tokens: 9, ttl_s: 60 }),
-                ..CacheUse::default()
-            }),
+            cache: Some(CacheUse { created: Some(CacheCreated { tokens: 9, ttl_s: 60 }), ..CacheUse::default() }),
             failed: true,
             ..LlmRecord::default()
         };

@@ -71,20 +71,14 @@ pub(crate) struct LiveReplies<C> {
 impl<C> LiveReplies<C> {
     /// `client`'s replies shown to `watch` (one per run: the budget is the run's).
     pub(crate) fn new(client: C, watch: Watch) -> LiveReplies<C> {
-        LiveReplies {
-            client,
-            watch,
-            budget_us: (LIVE_PAUSE_BUDGET.as_micros() as u64).into(),
-        }
+        LiveReplies { client, watch, budget_us: (LIVE_PAUSE_BUDGET.as_micros() as u64).into() }
     }
 
     /// Whether the next reply's pauses fit in what is left of the budget (taken if so).
     fn spend(&self) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
         let cost = (LIVE_PAUSE * (LIVE_PIECES as u32 - 1)).as_micros() as u64;
-        self.budget_us
-            .fetch_update(Relaxed, Relaxed, |left| left.checked_sub(cost))
-            .is_ok()
+        self.budget_us.fetch_update(Relaxed, Relaxed, |left| left.checked_sub(cost)).is_ok()
     }
 }
 
@@ -136,9 +130,7 @@ pub(crate) fn respond_to(request: &ChatRequest, state: &mut LlmState) -> Result<
     } else if !request.tools.is_empty() && request.tool_choice != ToolChoice::None {
         let tool = match &request.tool_choice {
             ToolChoice::Tool(name) => request.tools.iter().find(|t| &t.name == name).ok_or_else(|| {
-                LlmError::Request(format!(
-                    "mock:mock: tool_choice names {name:?}, which is not among the tools"
-                ))
+                LlmError::Request(format!("mock:mock: tool_choice names {name:?}, which is not among the tools"))
             })?,
             _ => &request.tools[0],
         };
@@ -150,18 +142,8 @@ pub(crate) fn respond_to(request: &ChatRequest, state: &mut LlmState) -> Result<
     } else {
         out.text = reply(&request.messages, state);
     }
-    let completion = words(&out.text)
-        + out
-            .tool_calls
-            .iter()
-            .map(|c| words(&c.arguments.to_string()))
-            .sum::<u64>();
-    out.usage = Usage {
-        prompt_tokens,
-        completion_tokens: completion,
-        cached_tokens: 0,
-        cache_write_tokens: 0,
-    };
+    let completion = words(&out.text) + out.tool_calls.iter().map(|c| words(&c.arguments.to_string())).sum::<u64>();
+    out.usage = Usage { prompt_tokens, completion_tokens: completion, cached_tokens: 0, cache_write_tokens: 0 };
     out.finish_reason = Some("stop".into());
     Ok(out)
 }
@@ -199,19 +181,11 @@ pub fn extract_name(system: &str) -> String {
     }
     let end = trimmed.find(['.', '\n']).unwrap_or(trimmed.len());
     let name = trimmed[..end].trim();
-    if name.is_empty() {
-        "Agent".into()
-    } else {
-        name.to_string()
-    }
+    if name.is_empty() { "Agent".into() } else { name.to_string() }
 }
 
 fn last_user(messages: &[Message]) -> Option<&str> {
-    messages
-        .iter()
-        .rev()
-        .find(|m| m.role == Role::User)
-        .map(|m| m.content.as_ref())
+    messages.iter().rev().find(|m| m.role == Role::User).map(|m| m.content.as_ref())
 }
 
 /// Formats the action XML: self-closing without fields, else one child per field in order.
@@ -231,11 +205,7 @@ fn respond(thoughts: &str, plan: &str, xml: &str) -> String {
 
 /// Computes the mock's answer and advances its counter for the calling agent.
 pub fn reply(messages: &[Message], state: &mut LlmState) -> String {
-    let system = messages
-        .iter()
-        .find(|m| m.role == Role::System)
-        .map(|m| m.content.as_ref())
-        .unwrap_or("");
+    let system = messages.iter().find(|m| m.role == Role::System).map(|m| m.content.as_ref()).unwrap_or("");
     let name = extract_name(system);
     let counter = state.mock_counters.entry(name.clone()).or_insert(0);
     *counter = counter.saturating_add(1);
@@ -244,17 +214,9 @@ pub fn reply(messages: &[Message], state: &mut LlmState) -> String {
 
     if low.contains("grid-based virtual village") {
         return if n == 1 {
-            respond(
-                "Scout surroundings before moving.",
-                "1. Look around. [CURRENT]",
-                &action_xml("look_around", &[]),
-            )
+            respond("Scout surroundings before moving.", "1. Look around. [CURRENT]", &action_xml("look_around", &[]))
         } else {
-            respond(
-                "Pause to let others act.",
-                "1. Yield. [CURRENT]",
-                &action_xml("yield", &[]),
-            )
+            respond("Pause to let others act.", "1. Yield. [CURRENT]", &action_xml("yield", &[]))
         };
     }
     if low.contains("vote") || low.contains("voting") {
@@ -265,21 +227,15 @@ pub fn reply(messages: &[Message], state: &mut LlmState) -> String {
                 "1. Greet. [CURRENT]",
                 &action_xml("send_message", &[("message", "Good morning, council.")]),
             ),
-            (true, false) => respond(
-                "Yield the floor for members to respond.",
-                "1. Yield. [CURRENT]",
-                &action_xml("yield", &[]),
-            ),
+            (true, false) => {
+                respond("Yield the floor for members to respond.", "1. Yield. [CURRENT]", &action_xml("yield", &[]))
+            }
             (false, true) => respond(
                 "Make a brief opening remark.",
                 "1. Remark. [CURRENT]",
                 &action_xml("send_message", &[("message", "I support moving forward.")]),
             ),
-            (false, false) => respond(
-                "No further comment now.",
-                "1. Yield. [CURRENT]",
-                &action_xml("yield", &[]),
-            ),
+            (false, false) => respond("No further comment now.", "1. Yield. [CURRENT]", &action_xml("yield", &[])),
         };
     }
     if low.contains("you are living in a virtual village") {
@@ -290,11 +246,7 @@ pub fn reply(messages: &[Message], state: &mut LlmState) -> String {
                 &action_xml("send_message", &[("message", "Good morning everyone!")]),
             )
         } else {
-            respond(
-                "No need to say more now.",
-                "1. Yield. [CURRENT]",
-                &action_xml("yield", &[]),
-            )
+            respond("No need to say more now.", "1. Yield. [CURRENT]", &action_xml("yield", &[]))
         };
     }
     if low.contains("werewolf") {
@@ -304,11 +256,7 @@ pub fn reply(messages: &[Message], state: &mut LlmState) -> String {
         return landlord_reply(messages, n);
     }
     if last_user(messages).map(str::trim) == Some("Continue.") {
-        return respond(
-            "Already spoke this turn; yield.",
-            "1. Yield. [CURRENT]",
-            &action_xml("yield", &[]),
-        );
+        return respond("Already spoke this turn; yield.", "1. Yield. [CURRENT]", &action_xml("yield", &[]));
     }
     respond(
         "Say one line this turn.",
@@ -348,22 +296,12 @@ fn werewolf_reply(low: &str, n: u64) -> String {
             "1. Inspect. [CURRENT]",
             &action_xml("inspect", &[("target", "Ronan")]),
         ),
-        "witch" => respond(
-            "Prepare to save tonight's victim.",
-            "1. Save. [CURRENT]",
-            &action_xml("witch_save", &[]),
-        ),
-        _ => respond(
-            "Nothing to do at night.",
-            "1. Wait. [CURRENT]",
-            &action_xml("yield", &[]),
-        ),
+        "witch" => respond("Prepare to save tonight's victim.", "1. Save. [CURRENT]", &action_xml("witch_save", &[])),
+        _ => respond("Nothing to do at night.", "1. Wait. [CURRENT]", &action_xml("yield", &[])),
     }
 }
 
-const RANK_ORDER: [&str; 15] = [
-    "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K", "A", "2", "SJ", "BJ",
-];
+const RANK_ORDER: [&str; 15] = ["3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K", "A", "2", "SJ", "BJ"];
 
 fn landlord_reply(messages: &[Message], n: u64) -> String {
     let status = messages
@@ -374,33 +312,22 @@ fn landlord_reply(messages: &[Message], n: u64) -> String {
         .unwrap_or("");
     let phase = status.find("Phase:").map(|i| {
         let rest = status[i + "Phase:".len()..].trim_start_matches([' ', '\t', '\n', '\r']);
-        let end = rest
-            .find(|c: char| !(c.is_ascii_alphabetic() || c == '_'))
-            .unwrap_or(rest.len());
+        let end = rest.find(|c: char| !(c.is_ascii_alphabetic() || c == '_')).unwrap_or(rest.len());
         &rest[..end]
     });
     let (t, p, xml) = match phase {
         Some("bidding") => {
             let a = if n == 1 { "call_landlord" } else { "pass" };
-            (
-                "Decide whether to call landlord.",
-                "1. Act in bidding. [CURRENT]",
-                action_xml(a, &[]),
-            )
+            ("Decide whether to call landlord.", "1. Act in bidding. [CURRENT]", action_xml(a, &[]))
         }
-        Some("doubling") => (
-            "Decline doubling.",
-            "1. Consider doubling. [CURRENT]",
-            action_xml("no_double", &[]),
-        ),
+        Some("doubling") => ("Decline doubling.", "1. Consider doubling. [CURRENT]", action_xml("no_double", &[])),
         Some("playing") => {
             // Like upstream's `Hand:\s*([\w\s]+)`: word characters and whitespace, which runs on
             // into the following lines' words.
             let hand = status.find("Hand:").map_or("", |i| {
                 let rest = status[i + "Hand:".len()..].trim_start();
-                let end = rest
-                    .find(|c: char| !(c.is_alphanumeric() || c == '_' || c.is_whitespace()))
-                    .unwrap_or(rest.len());
+                let end =
+                    rest.find(|c: char| !(c.is_alphanumeric() || c == '_' || c.is_whitespace())).unwrap_or(rest.len());
                 &rest[..end]
             });
             let tokens: Vec<&str> = hand.split_whitespace().filter(|t| *t != "(empty)").collect();
@@ -433,11 +360,7 @@ mod tests {
         let params = json!({"type": "object", "properties": {"target": {"type": "string", "enum": ["Pia", "Ronan"]},
                             "confidence": {"type": "number", "minimum": 0.5}},
                             "required": ["target", "confidence"], "additionalProperties": false});
-        let tool = |name: &str| ToolSpec {
-            name: name.into(),
-            description: "d".into(),
-            parameters: params.clone(),
-        };
+        let tool = |name: &str| ToolSpec { name: name.into(), description: "d".into(), parameters: params.clone() };
         let mut st = LlmState::default();
         let mut r = ChatRequest::new(req("You are Alice.\nchat", "pick one"));
         r.tools = vec![tool("skip"), tool("vote")];
@@ -460,14 +383,8 @@ mod tests {
 
         r.response_schema = None;
         let text = respond_to(&r, &mut st).unwrap().text;
-        assert_eq!(
-            text,
-            reply(&req("You are Alice.\nchat", "pick one"), &mut LlmState::default())
-        );
-        assert_eq!(
-            st.mock_counters["Alice"], 1,
-            "the text path counts as the plain mock does"
-        );
+        assert_eq!(text, reply(&req("You are Alice.\nchat", "pick one"), &mut LlmState::default()));
+        assert_eq!(st.mock_counters["Alice"], 1, "the text path counts as the plain mock does");
     }
 
     #[test]
@@ -497,10 +414,7 @@ mod tests {
         let host = reply(&req("You are Host.\nplease vote and mind the werewolf", "x"), &mut st);
         assert!(host.contains("Good morning, council."));
         assert!(reply(&req("You are Host.\nvoting", "x"), &mut st).contains("name=\"yield\""));
-        let map = reply(
-            &req("You are Kaelen.\na grid-based virtual village, vote", "x"),
-            &mut st,
-        );
+        let map = reply(&req("You are Kaelen.\na grid-based virtual village, vote", "x"), &mut st);
         assert!(map.contains("<Action name=\"look_around\" />"));
         let wolf = reply(&req("You are Mira.\nYou are a Werewolf.", "x"), &mut st);
         assert!(wolf.contains("<Action name=\"night_kill\"><target>Pia</target></Action>"));
@@ -549,10 +463,7 @@ mod tests {
         let mut plain_state = LlmState::default();
         let plain = [reply(&messages, &mut plain_state), reply(&messages, &mut plain_state)];
         for watched in [true, false] {
-            let sink = std::sync::Arc::new(Kept {
-                watched,
-                ..Kept::default()
-            });
+            let sink = std::sync::Arc::new(Kept { watched, ..Kept::default() });
             let live = LiveReplies::new(MockClient, Watch::new(sink.clone()));
             let mut state = LlmState::default();
             let got = [
@@ -579,10 +490,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_long_watched_run_pauses_for_at_most_its_budget() {
-        let sink = std::sync::Arc::new(Kept {
-            watched: true,
-            ..Kept::default()
-        });
+        let sink = std::sync::Arc::new(Kept { watched: true, ..Kept::default() });
         let live = LiveReplies::new(MockClient, Watch::new(sink.clone()));
         let messages = req("You are Ann.", "Hello");
         let mut state = LlmState::default();
@@ -593,14 +501,8 @@ mod tests {
             LlmClient::chat(&live, &messages, &mut state).await.unwrap();
         }
         let took = t0.elapsed();
-        assert!(
-            took >= LIVE_PAUSE_BUDGET - per_call,
-            "paused while the budget lasted: {took:?}"
-        );
-        assert!(
-            took < LIVE_PAUSE_BUDGET + 2 * per_call + std::time::Duration::from_millis(500),
-            "{took:?}"
-        );
+        assert!(took >= LIVE_PAUSE_BUDGET - per_call, "paused while the budget lasted: {took:?}");
+        assert!(took < LIVE_PAUSE_BUDGET + 2 * per_call + std::time::Duration::from_millis(500), "{took:?}");
         let starts = sink.got.lock().unwrap().iter().filter(|p| *p == "<start>").count();
         assert_eq!(starts, calls, "every reply is still shown");
     }

@@ -33,11 +33,8 @@ fn message(m: &Message) -> Value {
     let mut out = Map::new();
     out.insert("role".into(), json!(m.role.as_str()));
     // An assistant message that only calls tools has null content, as OpenAI writes it.
-    let content = if m.content.is_empty() && !m.tool_calls().is_empty() {
-        Value::Null
-    } else {
-        json!(m.content.as_ref())
-    };
+    let content =
+        if m.content.is_empty() && !m.tool_calls().is_empty() { Value::Null } else { json!(m.content.as_ref()) };
     out.insert("content".into(), content);
     if !m.tool_calls().is_empty() {
         let calls: Vec<Value> = m
@@ -77,11 +74,7 @@ impl Wire for OpenAiWire {
     }
 
     fn headers(&self, config: &LlmConfig) -> Vec<(&'static str, String)> {
-        config
-            .api_key
-            .iter()
-            .map(|k| ("authorization", format!("Bearer {}", k.expose())))
-            .collect()
+        config.api_key.iter().map(|k| ("authorization", format!("Bearer {}", k.expose()))).collect()
     }
 
     fn body(&self, config: &LlmConfig, request: &ChatRequest) -> Value {
@@ -93,13 +86,7 @@ impl Wire for OpenAiWire {
             &mut b,
             config,
             request,
-            [
-                "temperature",
-                "top_p",
-                "max_tokens",
-                "frequency_penalty",
-                "presence_penalty",
-            ],
+            ["temperature", "top_p", "max_tokens", "frequency_penalty", "presence_penalty"],
         );
         if !request.tools.is_empty() {
             let tools: Vec<Value> = request
@@ -145,15 +132,8 @@ impl Wire for OpenAiWire {
 
     fn cache(&self, config: &LlmConfig, request: &ChatRequest) -> CacheUse {
         match cache_key(config, request) {
-            Some(key) => CacheUse {
-                how: CacheHow::PromptCacheKey,
-                key: Some(key.to_string()),
-                ..CacheUse::default()
-            },
-            None => CacheUse {
-                how: CacheHow::Implicit,
-                ..CacheUse::default()
-            },
+            Some(key) => CacheUse { how: CacheHow::PromptCacheKey, key: Some(key.to_string()), ..CacheUse::default() },
+            None => CacheUse { how: CacheHow::Implicit, ..CacheUse::default() },
         }
     }
 
@@ -174,9 +154,8 @@ impl Wire for OpenAiWire {
             }
             return Err(LlmError::Response("the response has no choices".into()));
         };
-        let message = choice
-            .get("message")
-            .ok_or_else(|| LlmError::Response("the first choice has no message".into()))?;
+        let message =
+            choice.get("message").ok_or_else(|| LlmError::Response("the first choice has no message".into()))?;
         let finish_reason = choice.get("finish_reason").and_then(Value::as_str).map(str::to_string);
         let refusal = match message.get("refusal").and_then(Value::as_str) {
             Some(r) => Some(format!("the model refused: {r}")),
@@ -186,12 +165,7 @@ impl Wire for OpenAiWire {
             None => None,
         };
         let mut tool_calls = Vec::new();
-        for call in message
-            .get("tool_calls")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for call in message.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
             let f = call.get("function").unwrap_or(&Value::Null);
             let name = f
                 .get("name")
@@ -212,12 +186,7 @@ impl Wire for OpenAiWire {
         }
         let count = |k: &str| body.pointer(&format!("/usage/{k}")).and_then(Value::as_u64);
         Ok(ChatResponse {
-            text: message
-                .get("content")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .trim()
-                .to_string(),
+            text: message.get("content").and_then(Value::as_str).unwrap_or("").trim().to_string(),
             tool_calls,
             usage: Usage {
                 prompt_tokens: count("prompt_tokens").unwrap_or(0),
@@ -279,13 +248,7 @@ impl StreamReader for OpenAiStream {
         if let Some(r) = delta.get("refusal").and_then(Value::as_str) {
             self.refusal.get_or_insert_with(String::new).push_str(r);
         }
-        for (k, call) in delta
-            .get("tool_calls")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
+        for (k, call) in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten().enumerate() {
             let i = call.get("index").and_then(Value::as_u64).map_or(k, |i| i as usize);
             if i >= MAX_STREAMED_CALLS {
                 return Err(LlmError::Response(format!(
@@ -369,11 +332,7 @@ mod tests {
             .parse(&json!({"choices": [{"message": {"tool_calls": [
                 {"function": {"name": "vote", "arguments": "{oops"}}]}}]}))
             .unwrap();
-        assert_eq!(
-            r.tool_calls[0].arguments,
-            json!("{oops"),
-            "kept for the consumer to judge"
-        );
+        assert_eq!(r.tool_calls[0].arguments, json!("{oops"), "kept for the consumer to judge");
         let r = OpenAiWire
             .parse(&json!({"choices": [{"message": {"content": null}, "finish_reason": "content_filter"}]}))
             .unwrap();
@@ -422,9 +381,7 @@ mod tests {
         let (_, cut) = streamed(&[r#"{"choices":[{"index":0,"delta":{"content":"Hel"}}]}"#]);
         assert_eq!(cut.unwrap_err().to_string(), "the stream ended before its [DONE] line");
         let mut r = OpenAiWire.stream_reader();
-        let e = r
-            .event(None, r#"{"choices":[{"delta":{"tool_calls":[{"index":4000000000}]}}]}"#)
-            .unwrap_err();
+        let e = r.event(None, r#"{"choices":[{"delta":{"tool_calls":[{"index":4000000000}]}}]}"#).unwrap_err();
         assert!(e.to_string().contains("at most 64 calls"), "{e}");
         assert!(r.event(None, "{oops").is_err());
     }

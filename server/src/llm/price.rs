@@ -157,13 +157,7 @@ impl Default for PriceTable {
             models: DEFAULTS
                 .iter()
                 .map(|&(m, prompt, completion, cached, cache_write)| {
-                    let price = Price {
-                        prompt,
-                        completion,
-                        cached: Some(cached),
-                        cache_write,
-                        cache_storage: None,
-                    };
+                    let price = Price { prompt, completion, cached: Some(cached), cache_write, cache_storage: None };
                     (m.to_string(), price)
                 })
                 .collect(),
@@ -186,20 +180,12 @@ impl PriceTable {
         let mut table = PriceTable::default();
         for (model, price) in entries {
             if model.trim().is_empty() || model.len() > MAX_NAME {
-                return Err(PriceError(format!(
-                    "{model:?}: a model name has 1 to {MAX_NAME} characters"
-                )));
+                return Err(PriceError(format!("{model:?}: a model name has 1 to {MAX_NAME} characters")));
             }
-            let optional = [
-                ("cached", price.cached),
-                ("cache_write", price.cache_write),
-                ("cache_storage", price.cache_storage),
-            ];
+            let optional =
+                [("cached", price.cached), ("cache_write", price.cache_write), ("cache_storage", price.cache_storage)];
             let given = optional.iter().filter_map(|&(what, v)| Some((what, v?)));
-            for (what, v) in [("prompt", price.prompt), ("completion", price.completion)]
-                .into_iter()
-                .chain(given)
-            {
+            for (what, v) in [("prompt", price.prompt), ("completion", price.completion)].into_iter().chain(given) {
                 if !(v.is_finite() && (0.0..=MAX_PRICE).contains(&v)) {
                     return Err(PriceError(format!(
                         "{model}.{what}: {v} is not a price from 0 to {MAX_PRICE} dollars per million tokens"
@@ -279,26 +265,14 @@ mod tests {
                                           "gpt-4o-mini": {"prompt": 1, "completion": 2}}"#,
         )
         .unwrap();
-        assert_eq!(
-            t.price("openai:gpt-4o-mini").unwrap().completion,
-            2.0,
-            "the file replaces a default"
-        );
+        assert_eq!(t.price("openai:gpt-4o-mini").unwrap().completion, 2.0, "the file replaces a default");
         assert_eq!(t.price("anthropic:claude-3-5-haiku-latest").unwrap().prompt, 0.80);
         assert_eq!(t.price("openai:local-llama").unwrap().prompt, 0.0);
-        assert_eq!(
-            t.price("gemini:local-llama"),
-            None,
-            "a label entry is for that dialect only"
-        );
+        assert_eq!(t.price("gemini:local-llama"), None, "a label entry is for that dialect only");
         assert_eq!(t.price("mock:gpt-4o"), None);
         assert_eq!(t.price("openai:who-knows"), None);
-        let usage = Usage {
-            prompt_tokens: 1_000_000,
-            completion_tokens: 500_000,
-            cached_tokens: 0,
-            cache_write_tokens: 0,
-        };
+        let usage =
+            Usage { prompt_tokens: 1_000_000, completion_tokens: 500_000, cached_tokens: 0, cache_write_tokens: 0 };
         assert_eq!(t.cost("openai:gpt-4o-mini", &usage), Some(2.0));
     }
 
@@ -315,23 +289,14 @@ mod tests {
         };
         // 100k plain at $10, 600k cached at $1, 300k written at $12.50, 100k out at $20.
         assert!((p.cost_of(&usage) - (1.0 + 0.6 + 3.75 + 2.0)).abs() < 1e-12);
-        assert!(
-            (p.cost(1_000_000, 100_000) - 12.0).abs() < 1e-12,
-            "cost ignores the cache"
-        );
-        assert!(
-            (p.worst(1_000_000, 100_000) - 14.5).abs() < 1e-12,
-            "at the dearer cache write"
-        );
+        assert!((p.cost(1_000_000, 100_000) - 12.0).abs() < 1e-12, "cost ignores the cache");
+        assert!((p.worst(1_000_000, 100_000) - 14.5).abs() < 1e-12, "at the dearer cache write");
         // Without those prices every prompt token is a prompt token; counts past the prompt's are
         // clamped (a server that reports more cached tokens than prompt tokens).
         let plain = PriceTable::with_file(r#"{"m": {"prompt": 10, "completion": 20}}"#).unwrap();
         let p = plain.price("m").unwrap();
         assert!((p.cost_of(&usage) - p.cost(1_000_000, 100_000)).abs() < 1e-12);
-        let odd = Usage {
-            cached_tokens: 5_000_000,
-            ..usage
-        };
+        let odd = Usage { cached_tokens: 5_000_000, ..usage };
         assert!((t.price("m").unwrap().cost_of(&odd) - (1.0 + 2.0)).abs() < 1e-12);
         let e = PriceTable::with_file(r#"{"m": {"prompt": 1, "completion": 1, "cached": -1}}"#).unwrap_err();
         assert!(e.to_string().contains("m.cached"), "{e}");
@@ -346,16 +311,10 @@ mod tests {
             model: Some("openai:gpt-4o-mini".into()),
             ..LlmRecord::default()
         };
-        let shared = LlmRecord {
-            coalesced: true,
-            ..call.clone()
-        };
+        let shared = LlmRecord { coalesced: true, ..call.clone() };
         let one = t.money_of([&call]).unwrap();
         let tally = t.tally([&call, &shared]).unwrap();
-        assert!(
-            (tally.money - one).abs() < 1e-15 && (tally.saved - one).abs() < 1e-15,
-            "{tally:?}"
-        );
+        assert!((tally.money - one).abs() < 1e-15 && (tally.saved - one).abs() < 1e-15, "{tally:?}");
     }
 
     #[test]
@@ -364,17 +323,10 @@ mod tests {
         let t = PriceTable::with_file(r#"{"m": {"prompt": 2, "completion": 4, "cache_storage": 1}}"#).unwrap();
         // 1M tokens written at the prompt price ($2) and kept 90 minutes at $1 an hour.
         assert!((t.stored("gemini:m", 1_000_000, 5400).unwrap() - 3.5).abs() < 1e-12);
-        let call = LlmRecord {
-            prompt_tokens: 1_000_000,
-            model: Some("gemini:m".into()),
-            ..LlmRecord::default()
-        };
+        let call = LlmRecord { prompt_tokens: 1_000_000, model: Some("gemini:m".into()), ..LlmRecord::default() };
         let creator = LlmRecord {
             cache: Some(CacheUse {
-                created: Some(CacheCreated {
-                    tokens: 1_000_000,
-                    ttl_s: 3600,
-                }),
+                created: Some(CacheCreated { tokens: 1_000_000, ttl_s: 3600 }),
                 ..CacheUse::default()
             }),
             ..call.clone()
@@ -383,10 +335,7 @@ mod tests {
         assert!((tally.money - (2.0 + 3.0)).abs() < 1e-12, "{tally:?}");
         assert!((tally.saved + 3.0).abs() < 1e-12, "the cache is a cost: {tally:?}");
         // A coalesced copy of the creator's answer paid for nothing.
-        let copy = LlmRecord {
-            coalesced: true,
-            ..creator
-        };
+        let copy = LlmRecord { coalesced: true, ..creator };
         assert_eq!(t.money_of([&copy]), Some(0.0));
         // Without a storage price only the write is paid, and the price's debug form (whose
         // hash provenance names) is what it was before storage prices existed.

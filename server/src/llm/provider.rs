@@ -96,10 +96,7 @@ pub struct ProviderClient {
 
 impl ProviderClient {
     pub fn new(provider: Arc<dyn ChatProvider>) -> ProviderClient {
-        ProviderClient {
-            provider,
-            observer: None,
-        }
+        ProviderClient { provider, observer: None }
     }
 
     /// Calls `f` after every call, success or failure.
@@ -115,9 +112,7 @@ impl ProviderClient {
 
 impl std::fmt::Debug for ProviderClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProviderClient")
-            .field("provider", &self.provider.label())
-            .finish_non_exhaustive()
+        f.debug_struct("ProviderClient").field("provider", &self.provider.label()).finish_non_exhaustive()
     }
 }
 
@@ -127,11 +122,7 @@ impl LlmClient for ProviderClient {
             let request = ChatRequest::new(messages.to_vec());
             let result = self.provider.chat(&request, state).await;
             if let Some(f) = &self.observer {
-                f(&CallRecord {
-                    provider: self.provider.label(),
-                    request: &request,
-                    result: &result,
-                });
+                f(&CallRecord { provider: self.provider.label(), request: &request, result: &result });
             }
             Ok(result?.into_result()?.text)
         })
@@ -151,9 +142,7 @@ pub async fn structured(
     schema: JsonSchema,
     state: &mut LlmState,
 ) -> Result<Value, LlmError> {
-    structured_response(provider, request, schema, state)
-        .await
-        .map(|(v, _)| v)
+    structured_response(provider, request, schema, state).await.map(|(v, _)| v)
 }
 
 /// [`structured`], also returning the full response (for its usage and latency).
@@ -297,16 +286,8 @@ impl<W: Wire> HttpProvider<W> {
         endpoint: Arc<Endpoint>,
     ) -> Result<HttpProvider<W>, ConfigError> {
         config.validate()?;
-        let http = reqwest::Client::builder()
-            .build()
-            .map_err(|e| ConfigError::new("http client", e.to_string()))?;
-        Ok(HttpProvider {
-            policy: RetryPolicy::from_config(&config),
-            config,
-            wire,
-            http,
-            endpoint,
-        })
+        let http = reqwest::Client::builder().build().map_err(|e| ConfigError::new("http client", e.to_string()))?;
+        Ok(HttpProvider { policy: RetryPolicy::from_config(&config), config, wire, http, endpoint })
     }
 
     pub fn config(&self) -> &LlmConfig {
@@ -401,10 +382,8 @@ impl<W: Wire> HttpProvider<W> {
                 if !rest.is_empty() {
                     sink.text(&rest);
                 }
-                let body = reader.finish().map_err(|why| Failure::Transient {
-                    reason: why.to_string(),
-                    retry_after: None,
-                })?;
+                let body =
+                    reader.finish().map_err(|why| Failure::Transient { reason: why.to_string(), retry_after: None })?;
                 sink.end();
                 return Ok(body);
             }
@@ -454,9 +433,7 @@ impl<W: Wire> HttpProvider<W> {
                     provider = %self.label(),
                     "a streamed reply came without token counts; this server's calls are no longer streamed"
                 );
-                self.endpoint
-                    .streams_without_usage
-                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                self.endpoint.streams_without_usage.store(true, std::sync::atomic::Ordering::Relaxed);
             }
             return Ok(reply);
         }
@@ -478,16 +455,11 @@ impl<W: Wire> HttpProvider<W> {
             if body.get("response_format").is_some() && names_format && matches!(status.as_u16(), 400 | 422 | 500) {
                 return Ok(Reply::FormatRefused(reason));
             }
-            return Err(
-                if status.as_u16() == 429 || status.as_u16() == 408 || status.is_server_error() {
-                    Failure::Transient {
-                        reason,
-                        retry_after: wait,
-                    }
-                } else {
-                    Failure::Fatal(LlmError::Request(reason))
-                },
-            );
+            return Err(if status.as_u16() == 429 || status.as_u16() == 408 || status.is_server_error() {
+                Failure::Transient { reason, retry_after: wait }
+            } else {
+                Failure::Fatal(LlmError::Request(reason))
+            });
         }
         let json: Value = serde_json::from_slice(&bytes).map_err(|e| {
             Failure::Fatal(LlmError::Response(self.scrub(format!(
@@ -506,10 +478,7 @@ impl<W: Wire> HttpProvider<W> {
     /// the key again.
     async fn send(&self, url: &str, request: &ChatRequest, mode: OpenAiJsonMode) -> Result<Reply, LlmError> {
         loop {
-            let refuses_key = self
-                .endpoint
-                .refuses_cache_key
-                .load(std::sync::atomic::Ordering::Relaxed);
+            let refuses_key = self.endpoint.refuses_cache_key.load(std::sync::atomic::Ordering::Relaxed);
             let adjusted;
             let config = if mode == self.config.openai_json_mode && !refuses_key {
                 &self.config
@@ -527,9 +496,7 @@ impl<W: Wire> HttpProvider<W> {
                         %reason,
                         "the server refuses prompt_cache_key; it is no longer sent to this server"
                     );
-                    self.endpoint
-                        .refuses_cache_key
-                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                    self.endpoint.refuses_cache_key.store(true, std::sync::atomic::Ordering::Relaxed);
                 }
                 Reply::CacheKeyRefused(reason) => return Err(LlmError::Request(reason)),
                 Reply::Done(mut r) => {
@@ -545,11 +512,7 @@ impl<W: Wire> HttpProvider<W> {
     async fn send_as(&self, url: &str, request: &ChatRequest, config: &LlmConfig) -> Result<Reply, LlmError> {
         let mut body = self.wire.body(config, request);
         let sink = request.watch.wanted().filter(|_| {
-            self.config.stream
-                && !self
-                    .endpoint
-                    .streams_without_usage
-                    .load(std::sync::atomic::Ordering::Relaxed)
+            self.config.stream && !self.endpoint.streams_without_usage.load(std::sync::atomic::Ordering::Relaxed)
         });
         let stream_url = sink.and_then(|_| self.wire.stream(&self.config, request, &mut body));
         let (url, sink) = match &stream_url {
@@ -557,16 +520,10 @@ impl<W: Wire> HttpProvider<W> {
             None => (url, None),
         };
         let tried = std::sync::atomic::AtomicU32::new(0);
-        let reply = with_retries(
-            &self.label(),
-            &self.policy,
-            self.config.timeout(),
-            &self.endpoint.gate,
-            || {
-                tried.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                self.attempt(url, &body, sink)
-            },
-        )
+        let reply = with_retries(&self.label(), &self.policy, self.config.timeout(), &self.endpoint.gate, || {
+            tried.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.attempt(url, &body, sink)
+        })
         .await?;
         // The attempts before the one that answered were retried.
         Ok(match reply {
@@ -605,18 +562,9 @@ fn error_detail(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
     let msg = serde_json::from_slice::<Value>(bytes)
         .ok()
-        .and_then(|v| {
-            v.pointer("/error/message")
-                .or(v.pointer("/message"))
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        })
+        .and_then(|v| v.pointer("/error/message").or(v.pointer("/message")).and_then(Value::as_str).map(str::to_string))
         .unwrap_or_else(|| text.trim().to_string());
-    if msg.is_empty() {
-        String::new()
-    } else {
-        format!(": {}", excerpt(&msg, 300))
-    }
+    if msg.is_empty() { String::new() } else { format!(": {}", excerpt(&msg, 300)) }
 }
 
 /// The explicit cache a call names: its name and how many messages it holds, and, for the call
@@ -667,10 +615,8 @@ impl<W: Wire> HttpProvider<W> {
                 budget.settle(tokens, EXPLICIT_TTL_S).await;
             }
             if let Ok(r) = &mut result {
-                r.cache.get_or_insert_with(CacheUse::default).created = Some(CacheCreated {
-                    tokens,
-                    ttl_s: EXPLICIT_TTL_S,
-                });
+                r.cache.get_or_insert_with(CacheUse::default).created =
+                    Some(CacheCreated { tokens, ttl_s: EXPLICIT_TTL_S });
             }
         }
         result
@@ -707,11 +653,7 @@ impl<W: Wire> HttpProvider<W> {
             })
             .await
             .clone()?;
-        Some(Named {
-            name,
-            len: shared.len,
-            created,
-        })
+        Some(Named { name, len: shared.len, created })
     }
 
     /// Creates an explicit cache of the first `len` messages of `request` (at most `bound`
@@ -766,9 +708,7 @@ impl<W: Wire> HttpProvider<W> {
         let status = resp.status();
         let bytes = resp.bytes().await.map_err(failed)?;
         if !status.is_success() {
-            return Err(LlmError::Request(
-                self.scrub(format!("HTTP {status}{}", error_detail(&bytes))),
-            ));
+            return Err(LlmError::Request(self.scrub(format!("HTTP {status}{}", error_detail(&bytes)))));
         }
         Ok(serde_json::from_slice(&bytes).unwrap_or(Value::Null))
     }
@@ -778,11 +718,7 @@ impl<W: Wire> HttpProvider<W> {
         let Some(ec) = self.wire.explicit_cache() else { return };
         let cells: Vec<ExplicitCell> = {
             let mut map = self.endpoint.lock_explicit();
-            let keys: Vec<String> = map
-                .iter()
-                .filter(|(_, (a, _))| *a == affinity)
-                .map(|(k, _)| k.clone())
-                .collect();
+            let keys: Vec<String> = map.iter().filter(|(_, (a, _))| *a == affinity).map(|(k, _)| k.clone()).collect();
             keys.iter().filter_map(|k| map.remove(k)).map(|(_, c)| c).collect()
         };
         for name in cells.iter().filter_map(|c| c.get().cloned().flatten()) {
@@ -799,10 +735,7 @@ impl<W: Wire> HttpProvider<W> {
     async fn call_as(&self, request: &ChatRequest, start: Instant) -> Result<ChatResponse, LlmError> {
         let url = self.wire.url(&self.config, request);
         let label = self.label();
-        let first = self
-            .endpoint
-            .learned_json_mode()
-            .unwrap_or(self.config.openai_json_mode);
+        let first = self.endpoint.learned_json_mode().unwrap_or(self.config.openai_json_mode);
         let switchable = request.response_schema.is_some() && self.wire.dialect() == Dialect::OpenAi;
         let mut response = *match self.send(&url, request, first).await? {
             Reply::Done(r) => r,
@@ -828,10 +761,7 @@ impl<W: Wire> HttpProvider<W> {
             }
         };
         response.latency_ms = start.elapsed().as_millis() as u64;
-        if matches!(
-            response.finish_reason.as_deref(),
-            Some("length" | "MAX_TOKENS" | "max_tokens")
-        ) {
+        if matches!(response.finish_reason.as_deref(), Some("length" | "MAX_TOKENS" | "max_tokens")) {
             response.cut_at_max_tokens = Some(request.max_tokens.unwrap_or(self.config.max_tokens));
         }
         response.refusal = response.refusal.map(|r| format!("{label}: {r}"));
@@ -956,12 +886,7 @@ pub(crate) struct EndpointSet {
 
 impl EndpointSet {
     pub fn new(label: String, members: Vec<(Arc<dyn ChatProvider>, Arc<Gate>)>) -> EndpointSet {
-        EndpointSet {
-            label,
-            members,
-            affinity: true,
-            next: Default::default(),
-        }
+        EndpointSet { label, members, affinity: true, next: Default::default() }
     }
 
     /// The member a call goes to now: `last` (the member that served the agent's last call)
@@ -992,10 +917,7 @@ impl EndpointSet {
         }
         let n = self.members.len();
         let start = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        (0..n)
-            .map(|k| (start + k) % n)
-            .min_by(|&a, &b| load(a).total_cmp(&load(b)))
-            .unwrap_or(0)
+        (0..n).map(|k| (start + k) % n).min_by(|&a, &b| load(a).total_cmp(&load(b))).unwrap_or(0)
     }
 }
 
@@ -1069,11 +991,7 @@ impl ProviderPool {
                 .base_urls
                 .iter()
                 .map(|u| {
-                    let one = LlmConfig {
-                        base_url: Some(u.clone()),
-                        base_urls: Vec::new(),
-                        ..config.clone()
-                    };
+                    let one = LlmConfig { base_url: Some(u.clone()), base_urls: Vec::new(), ..config.clone() };
                     let provider = self.get(&one)?;
                     let gate = self.gate_for(&one).unwrap_or_else(|| Arc::new(Gate::from_config(&one)));
                     Ok((provider, gate))
@@ -1139,10 +1057,7 @@ impl ProviderPool {
     /// The gate shared by every provider for this config's endpoint, if one was built.
     pub(crate) fn gate_for(&self, config: &LlmConfig) -> Option<Arc<Gate>> {
         let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        inner
-            .endpoints
-            .get(&(config.dialect, config.endpoint().to_string()))
-            .map(|e| e.gate.clone())
+        inner.endpoints.get(&(config.dialect, config.endpoint().to_string())).map(|e| e.gate.clone())
     }
 }
 
@@ -1181,48 +1096,30 @@ mod tests {
     }
 
     fn text(t: &str) -> Canned {
-        Canned(ChatResponse {
-            text: t.into(),
-            ..ChatResponse::default()
-        })
+        Canned(ChatResponse { text: t.into(), ..ChatResponse::default() })
     }
 
     #[tokio::test]
     async fn structured_reads_text_or_tool_calls_and_validates() {
         let mut st = LlmState::default();
         let req = ChatRequest::new(vec![Message::new(Role::User, "who?")]);
-        let v = structured(
-            &text("```json\n{\"target\": \"Ronan\"}\n```"),
-            req.clone(),
-            schema(),
-            &mut st,
-        )
-        .await
-        .unwrap();
+        let v =
+            structured(&text("```json\n{\"target\": \"Ronan\"}\n```"), req.clone(), schema(), &mut st).await.unwrap();
         assert_eq!(v, json!({"target": "Ronan"}));
 
         let tool = Canned(ChatResponse {
-            tool_calls: vec![ToolCall {
-                id: None,
-                name: "vote".into(),
-                arguments: json!({"target": "Pia"}),
-            }],
+            tool_calls: vec![ToolCall { id: None, name: "vote".into(), arguments: json!({"target": "Pia"}) }],
             ..ChatResponse::default()
         });
         let v = structured(&tool, req.clone(), schema(), &mut st).await.unwrap();
         assert_eq!(v, json!({"target": "Pia"}));
 
-        let e = structured(&text("I pick Ronan"), req.clone(), schema(), &mut st)
-            .await
-            .unwrap_err();
+        let e = structured(&text("I pick Ronan"), req.clone(), schema(), &mut st).await.unwrap_err();
         assert!(
-            e.to_string()
-                .starts_with("LLM response unusable: canned:test: structured output for vote is not JSON"),
+            e.to_string().starts_with("LLM response unusable: canned:test: structured output for vote is not JSON"),
             "{e}"
         );
-        let e = structured(&text("{\"target\": 3}"), req.clone(), schema(), &mut st)
-            .await
-            .unwrap_err();
+        let e = structured(&text("{\"target\": 3}"), req.clone(), schema(), &mut st).await.unwrap_err();
         assert_eq!(
             e.to_string(),
             "LLM response unusable: canned:test: structured output does not match schema vote: $.target: expected string, got integer"
@@ -1241,36 +1138,22 @@ mod tests {
         let log = seen.clone();
         let client = ProviderClient::new(Arc::new(Canned(ChatResponse {
             text: "hello".into(),
-            usage: Usage {
-                prompt_tokens: 3,
-                completion_tokens: 1,
-                cached_tokens: 0,
-                cache_write_tokens: 0,
-            },
+            usage: Usage { prompt_tokens: 3, completion_tokens: 1, cached_tokens: 0, cache_write_tokens: 0 },
             ..ChatResponse::default()
         })))
         .with_observer(move |r| {
             let usage = r.result.as_ref().map(|x| x.usage).unwrap_or_default();
-            log.lock()
-                .unwrap()
-                .push((r.provider.clone(), r.request.messages.len(), usage));
+            log.lock().unwrap().push((r.provider.clone(), r.request.messages.len(), usage));
         });
         let mut st = LlmState::default();
-        let out = LlmClient::chat(&client, &[Message::new(Role::User, "hi")], &mut st)
-            .await
-            .unwrap();
+        let out = LlmClient::chat(&client, &[Message::new(Role::User, "hi")], &mut st).await.unwrap();
         assert_eq!(out, "hello");
         assert_eq!(
             *seen.lock().unwrap(),
             vec![(
                 "canned:test".to_string(),
                 1,
-                Usage {
-                    prompt_tokens: 3,
-                    completion_tokens: 1,
-                    cached_tokens: 0,
-                    cache_write_tokens: 0
-                }
+                Usage { prompt_tokens: 3, completion_tokens: 1, cached_tokens: 0, cache_write_tokens: 0 }
             )]
         );
     }

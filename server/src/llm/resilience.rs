@@ -20,10 +20,7 @@ use super::config::LlmConfig;
 pub enum Failure {
     /// Worth another attempt (timeout, connection error, 429, 5xx). `retry_after` is the wait
     /// the server asked for, if any.
-    Transient {
-        reason: String,
-        retry_after: Option<Duration>,
-    },
+    Transient { reason: String, retry_after: Option<Duration> },
     /// Another attempt would fail the same way (bad request, auth, unusable body).
     Fatal(LlmError),
 }
@@ -42,21 +39,15 @@ pub(crate) struct RetryPolicy {
 
 impl RetryPolicy {
     pub(crate) fn from_config(c: &LlmConfig) -> RetryPolicy {
-        RetryPolicy {
-            max_retries: c.max_retries,
-            backoff: c.retry_backoff(),
-            max_backoff: c.max_backoff(),
-        }
+        RetryPolicy { max_retries: c.max_retries, backoff: c.retry_backoff(), max_backoff: c.max_backoff() }
     }
 
     /// The wait before retry number `retry` (0-based) without a `Retry-After`: `backoff · 2^retry`
     /// capped at `max_backoff`, scaled by `jitter` ∈ [0.5, 1] so that callers that failed together
     /// do not come back together.
     pub(crate) fn backoff_for(&self, retry: u32, jitter: f64) -> Duration {
-        let base = self
-            .backoff
-            .saturating_mul(1u32.checked_shl(retry.min(30)).unwrap_or(u32::MAX))
-            .min(self.max_backoff);
+        let base =
+            self.backoff.saturating_mul(1u32.checked_shl(retry.min(30)).unwrap_or(u32::MAX)).min(self.max_backoff);
         base.mul_f64(jitter.clamp(0.5, 1.0))
     }
 }
@@ -83,10 +74,9 @@ where
             let _permit = gate.acquire().await;
             match tokio::time::timeout(timeout, attempt()).await {
                 Ok(r) => r,
-                Err(_) => Err(Failure::Transient {
-                    reason: format!("timed out after {}", secs(timeout)),
-                    retry_after: None,
-                }),
+                Err(_) => {
+                    Err(Failure::Transient { reason: format!("timed out after {}", secs(timeout)), retry_after: None })
+                }
             }
         };
         let (reason, retry_after) = match outcome {
@@ -95,11 +85,7 @@ where
             Err(Failure::Transient { reason, retry_after }) => (reason, retry_after),
         };
         if n + 1 == attempts {
-            let tries = if attempts == 1 {
-                "1 attempt".to_string()
-            } else {
-                format!("{attempts} attempts")
-            };
+            let tries = if attempts == 1 { "1 attempt".to_string() } else { format!("{attempts} attempts") };
             return Err(LlmError::Request(format!("{label}: {reason} (gave up after {tries})")));
         }
         let wait = match retry_after {
@@ -143,9 +129,7 @@ fn secs(d: Duration) -> String {
 /// A uniform number in [0, 1): jitter needs no reproducibility, only spread between callers.
 fn jitter() -> f64 {
     static STATE: AtomicU64 = AtomicU64::new(0);
-    let seed = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
+    let seed = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     let mut x = STATE.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed) ^ seed;
     // splitmix64 finaliser
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -225,9 +209,7 @@ impl Gate {
 
     /// Requests of this process currently holding a permit.
     pub(crate) fn in_flight(&self) -> usize {
-        self.capacity
-            .load(Ordering::Acquire)
-            .saturating_sub(self.permits.available_permits())
+        self.capacity.load(Ordering::Acquire).saturating_sub(self.permits.available_permits())
     }
 
     /// Requests in flight at this endpoint from every process (this one's now, the others' as
@@ -290,10 +272,7 @@ impl Gate {
                 if let Some(kick) = self.kick.get() {
                     kick.notify_one();
                 }
-                self.permits
-                    .acquire()
-                    .await
-                    .expect("the gate's semaphore is never closed")
+                self.permits.acquire().await.expect("the gate's semaphore is never closed")
             }
         };
         if let Some(r) = &self.rate {
@@ -321,15 +300,9 @@ pub(crate) struct RateLimiter {
 
 impl RateLimiter {
     pub(crate) fn new(requests_per_second: f64) -> RateLimiter {
-        let rps = if requests_per_second.is_finite() && requests_per_second > 0.0 {
-            requests_per_second
-        } else {
-            f64::MAX
-        };
-        RateLimiter {
-            interval: Duration::from_secs_f64(1.0 / rps),
-            next: Mutex::new(None),
-        }
+        let rps =
+            if requests_per_second.is_finite() && requests_per_second > 0.0 { requests_per_second } else { f64::MAX };
+        RateLimiter { interval: Duration::from_secs_f64(1.0 / rps), next: Mutex::new(None) }
     }
 
     /// Reserves the next free start time and sleeps until it.
@@ -396,12 +369,7 @@ mod tests {
         let calls = AtomicU32::new(0);
         let r: Result<(), _> = with_retries("x:m", &policy(2, 1), Duration::from_secs(5), &gate, || {
             calls.fetch_add(1, Ordering::SeqCst);
-            async {
-                Err(Failure::Transient {
-                    reason: "HTTP 503 Service Unavailable".into(),
-                    retry_after: None,
-                })
-            }
+            async { Err(Failure::Transient { reason: "HTTP 503 Service Unavailable".into(), retry_after: None }) }
         })
         .await;
         assert_eq!(calls.load(Ordering::SeqCst), 3);
@@ -413,13 +381,7 @@ mod tests {
         let calls = AtomicU32::new(0);
         let r: Result<u8, _> = with_retries("x:m", &policy(5, 1), Duration::from_secs(5), &gate, || {
             let n = calls.fetch_add(1, Ordering::SeqCst);
-            async move {
-                if n == 0 {
-                    Err(Failure::Fatal(LlmError::Response("bad body".into())))
-                } else {
-                    Ok(1)
-                }
-            }
+            async move { if n == 0 { Err(Failure::Fatal(LlmError::Response("bad body".into()))) } else { Ok(1) } }
         })
         .await;
         assert_eq!(calls.load(Ordering::SeqCst), 1, "fatal errors are not retried");
@@ -429,32 +391,19 @@ mod tests {
     #[tokio::test]
     async fn timeouts_are_transient_and_long_retry_after_gives_up_at_once() {
         let gate = Gate::new(1, None);
-        let r: Result<(), _> = with_retries(
-            "x:m",
-            &policy(1, 1),
-            Duration::from_millis(20),
-            &gate,
-            std::future::pending,
-        )
-        .await;
+        let r: Result<(), _> =
+            with_retries("x:m", &policy(1, 1), Duration::from_millis(20), &gate, std::future::pending).await;
         assert_eq!(
             r.unwrap_err().to_string(),
             "LLM request failed: x:m: timed out after 0.02s (gave up after 2 attempts)"
         );
         let start = Instant::now();
         let r: Result<(), _> = with_retries("x:m", &policy(3, 1), Duration::from_secs(1), &gate, || async {
-            Err(Failure::Transient {
-                reason: "HTTP 429".into(),
-                retry_after: Some(Duration::from_secs(60)),
-            })
+            Err(Failure::Transient { reason: "HTTP 429".into(), retry_after: Some(Duration::from_secs(60)) })
         })
         .await;
         assert!(start.elapsed() < Duration::from_secs(1));
-        assert!(
-            r.unwrap_err()
-                .to_string()
-                .contains("asks to retry after 60s, longer than max_backoff_s = 2"),
-        );
+        assert!(r.unwrap_err().to_string().contains("asks to retry after 60s, longer than max_backoff_s = 2"),);
     }
 
     #[tokio::test]

@@ -47,10 +47,8 @@ fn strict_node(v: &mut Value) {
             }
             if let Some(Value::Object(props)) = map.get_mut("properties") {
                 for prop in props.values_mut() {
-                    let nullable = prop
-                        .as_object_mut()
-                        .and_then(|p| p.remove("nullable"))
-                        .is_some_and(|n| n == Value::Bool(true));
+                    let nullable =
+                        prop.as_object_mut().and_then(|p| p.remove("nullable")).is_some_and(|n| n == Value::Bool(true));
                     if nullable {
                         // Keep the description on the outer schema, where a reader looks.
                         let description = prop.as_object_mut().and_then(|p| p.remove("description"));
@@ -137,9 +135,7 @@ fn resolve<'a>(root: &'a Value, node: &'a Value) -> Result<&'a Value, Problem> {
         let Some(r) = node.get("$ref").and_then(Value::as_str) else {
             return Ok(node);
         };
-        let path = r
-            .strip_prefix("#/")
-            .ok_or_else(|| Problem::NonLocalRef(r.to_string()))?;
+        let path = r.strip_prefix("#/").ok_or_else(|| Problem::NonLocalRef(r.to_string()))?;
         let mut target = root;
         for part in path.split('/') {
             target = target
@@ -191,12 +187,7 @@ pub(crate) fn validate(schema: &Value, value: &Value) -> Result<(), SchemaError>
 }
 
 fn check(root: &Value, node: &Value, v: &Value, path: &str) -> Result<(), SchemaError> {
-    let fail = |problem: Problem| {
-        Err(SchemaError {
-            path: path.to_string(),
-            problem,
-        })
-    };
+    let fail = |problem: Problem| Err(SchemaError { path: path.to_string(), problem });
     let node = match resolve(root, node) {
         Ok(node) => node,
         Err(problem) => return fail(problem),
@@ -213,10 +204,7 @@ fn check(root: &Value, node: &Value, v: &Value, path: &str) -> Result<(), Schema
     }
     let ts = types(node);
     if !ts.is_empty() && !ts.iter().any(|t| type_matches(t, v)) {
-        return fail(Problem::Type {
-            expected: ts.iter().map(|t| t.to_string()).collect(),
-            got: type_name(v),
-        });
+        return fail(Problem::Type { expected: ts.iter().map(|t| t.to_string()).collect(), got: type_name(v) });
     }
     if let Some(c) = node.get("const")
         && c != v
@@ -226,21 +214,12 @@ fn check(root: &Value, node: &Value, v: &Value, path: &str) -> Result<(), Schema
     if let Some(e) = node.get("enum").and_then(Value::as_array)
         && !e.contains(v)
     {
-        return fail(Problem::NotInEnum {
-            value: v.clone(),
-            options: e.clone(),
-        });
+        return fail(Problem::NotInEnum { value: v.clone(), options: e.clone() });
     }
     match v {
         Value::Object(obj) => {
             let props = node.get("properties").and_then(Value::as_object);
-            for req in node
-                .get("required")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-            {
+            for req in node.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
                 if !obj.contains_key(req) {
                     return fail(Problem::MissingField(req.to_string()));
                 }
@@ -318,25 +297,15 @@ fn gen_example(root: &Value, node: &Value, depth: usize) -> Value {
     if let Some(first) = node.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
         return first.clone();
     }
-    if let Some(first) = node
-        .get("anyOf")
-        .or(node.get("oneOf"))
-        .and_then(Value::as_array)
-        .and_then(|a| a.first())
-    {
+    if let Some(first) = node.get("anyOf").or(node.get("oneOf")).and_then(Value::as_array).and_then(|a| a.first()) {
         return gen_example(root, first, depth + 1);
     }
     let ts = types(node);
-    let t = ts
-        .iter()
-        .find(|t| **t != "null")
-        .or(ts.first())
-        .copied()
-        .unwrap_or(if node.get("properties").is_some() {
-            "object"
-        } else {
-            "string"
-        });
+    let t = ts.iter().find(|t| **t != "null").or(ts.first()).copied().unwrap_or(if node.get("properties").is_some() {
+        "object"
+    } else {
+        "string"
+    });
     match t {
         "object" => {
             let mut out = Map::new();
@@ -410,22 +379,16 @@ fn gemini_node(root: &Value, node: &Value, depth: usize) -> Value {
                 let props = v.as_object().cloned().unwrap_or_default();
                 let order: Vec<&String> = props.keys().collect();
                 out.insert("propertyOrdering".into(), json!(order));
-                let conv: Map<String, Value> = props
-                    .iter()
-                    .map(|(pk, pv)| (pk.clone(), gemini_node(root, pv, depth + 1)))
-                    .collect();
+                let conv: Map<String, Value> =
+                    props.iter().map(|(pk, pv)| (pk.clone(), gemini_node(root, pv, depth + 1))).collect();
                 out.insert("properties".into(), Value::Object(conv));
             }
             "items" => {
                 out.insert("items".into(), gemini_node(root, v, depth + 1));
             }
             "anyOf" | "oneOf" => {
-                let alts: Vec<Value> = v
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|a| gemini_node(root, a, depth + 1))
-                    .collect();
+                let alts: Vec<Value> =
+                    v.as_array().into_iter().flatten().map(|a| gemini_node(root, a, depth + 1)).collect();
                 out.insert("anyOf".into(), Value::Array(alts));
             }
             _ => {
@@ -461,10 +424,7 @@ mod tests {
     fn the_example_is_valid_and_deterministic() {
         let s = order_schema();
         let e = example(&s);
-        assert_eq!(
-            e,
-            json!({"side": "buy", "qty": 1, "limit": 0.0, "legs": [{"symbol": "mock"}], "note": "mockxx"})
-        );
+        assert_eq!(e, json!({"side": "buy", "qty": 1, "limit": 0.0, "legs": [{"symbol": "mock"}], "note": "mockxx"}));
         assert_eq!(validate(&s, &e), Ok(()));
         assert_eq!(example(&s), e);
     }

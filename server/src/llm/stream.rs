@@ -105,10 +105,7 @@ pub(crate) struct Scrubber<'a> {
 impl<'a> Scrubber<'a> {
     /// Keys shorter than [`MIN_SECRET_LEN`] are not masked (see [`ApiKey::redact`]).
     pub(crate) fn new(key: Option<&'a ApiKey>) -> Scrubber<'a> {
-        Scrubber {
-            key: key.filter(|k| k.expose().chars().count() >= MIN_SECRET_LEN),
-            held: String::new(),
-        }
+        Scrubber { key: key.filter(|k| k.expose().chars().count() >= MIN_SECRET_LEN), held: String::new() }
     }
 
     /// The part of `piece` (with what was held) that is safe to show now.
@@ -151,10 +148,7 @@ mod tests {
     }
 
     fn data(d: &str) -> SseEvent {
-        SseEvent {
-            name: None,
-            data: d.into(),
-        }
+        SseEvent { name: None, data: d.into() }
     }
 
     #[test]
@@ -163,14 +157,7 @@ mod tests {
         let whole = events(&[body.as_bytes()]).unwrap();
         assert_eq!(
             whole,
-            vec![
-                data("{\"a\":1}"),
-                SseEvent {
-                    name: Some("delta".into()),
-                    data: "x\ny".into()
-                },
-                data("[DONE]")
-            ]
+            vec![data("{\"a\":1}"), SseEvent { name: Some("delta".into()), data: "x\ny".into() }, data("[DONE]")]
         );
         // Byte by byte gives the same events.
         let bytes: Vec<&[u8]> = body.as_bytes().chunks(1).collect();
@@ -183,11 +170,7 @@ mod tests {
     fn a_character_split_across_chunks_is_read_whole_and_bad_utf8_is_an_error() {
         let body = "data: é€😀\n\n".as_bytes();
         for cut in 1..body.len() {
-            assert_eq!(
-                events(&[&body[..cut], &body[cut..]]).unwrap(),
-                vec![data("é€😀")],
-                "cut at {cut}"
-            );
+            assert_eq!(events(&[&body[..cut], &body[cut..]]).unwrap(), vec![data("é€😀")], "cut at {cut}");
         }
         let e = events(&[b"data: \xff\xfe\n\n"]).unwrap_err().to_string();
         assert!(e.contains("not UTF-8"), "{e}");

@@ -104,10 +104,7 @@ impl WarmUp {
                 }
                 None => {
                     inner.warming.insert(key.clone(), (serial, VecDeque::new()));
-                    return Entered {
-                        lead: Some(self.lead(key)),
-                        held: None,
-                    };
+                    return Entered { lead: Some(self.lead(key)), held: None };
                 }
             }
         };
@@ -117,17 +114,11 @@ impl WarmUp {
             Ok(true) => Some(self.lead(key)),
             _ => None,
         };
-        Entered {
-            lead,
-            held: Some(since.elapsed()),
-        }
+        Entered { lead, held: Some(since.elapsed()) }
     }
 
     fn lead(self: &Arc<Self>, key: WarmKey) -> WarmLead {
-        WarmLead {
-            gate: self.clone(),
-            key: Some(key),
-        }
+        WarmLead { gate: self.clone(), key: Some(key) }
     }
 
     /// Calls held now (for tests).
@@ -186,11 +177,7 @@ mod tests {
     use super::*;
 
     fn key(agent: &str) -> WarmKey {
-        WarmKey {
-            provider: "openai:m".into(),
-            affinity: 7,
-            agent: agent.into(),
-        }
+        WarmKey { provider: "openai:m".into(), affinity: 7, agent: agent.into() }
     }
 
     async fn settle() {
@@ -233,11 +220,7 @@ mod tests {
         assert_eq!(gate.waiting(), 1, "the sibling is held while the leader is out");
         assert!(leads(&gate, "Bo").await, "another agent leads its own");
         lead.finish(true);
-        assert_eq!(
-            sibling.await.unwrap(),
-            (false, true),
-            "released, held, and it does not lead"
-        );
+        assert_eq!(sibling.await.unwrap(), (false, true), "released, held, and it does not lead");
         assert!(!leads(&gate, "Ann").await, "a late sibling goes at once");
     }
 

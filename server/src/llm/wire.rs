@@ -23,10 +23,7 @@ pub trait Wire: Send + Sync + 'static {
     /// What [`Wire::body`] asks of the provider's prompt cache for this request (recorded with
     /// the call). By default nothing: the provider caches by itself.
     fn cache(&self, _config: &LlmConfig, _request: &ChatRequest) -> CacheUse {
-        CacheUse {
-            how: CacheHow::Implicit,
-            ..CacheUse::default()
-        }
+        CacheUse { how: CacheHow::Implicit, ..CacheUse::default() }
     }
 
     /// Streaming: turns `body` (from [`Wire::body`]) into the request for an event stream and
@@ -92,19 +89,10 @@ pub enum StreamError {
 /// the configuration's; the penalties only when they are not zero.
 pub(crate) fn put_sampling(body: &mut Map<String, Value>, config: &LlmConfig, request: &ChatRequest, keys: [&str; 5]) {
     let [temperature, top_p, max_tokens, frequency, presence] = keys;
-    body.insert(
-        temperature.into(),
-        json!(request.temperature.unwrap_or(config.temperature)),
-    );
+    body.insert(temperature.into(), json!(request.temperature.unwrap_or(config.temperature)));
     body.insert(top_p.into(), json!(request.top_p.unwrap_or(config.top_p)));
-    body.insert(
-        max_tokens.into(),
-        json!(request.max_tokens.unwrap_or(config.max_tokens)),
-    );
-    for (key, penalty) in [
-        (frequency, config.frequency_penalty),
-        (presence, config.presence_penalty),
-    ] {
+    body.insert(max_tokens.into(), json!(request.max_tokens.unwrap_or(config.max_tokens)));
+    for (key, penalty) in [(frequency, config.frequency_penalty), (presence, config.presence_penalty)] {
         if penalty != 0.0 {
             body.insert(key.into(), json!(penalty));
         }

@@ -86,23 +86,18 @@ impl AbmSim {
         let mut total: u64 = 0;
         for (index, adv) in self.history.iter().enumerate() {
             for p in &adv.patches {
-                p.check(&self.model)
-                    .map_err(|source| AbmImportError::Patch { index, source })?;
+                p.check(&self.model).map_err(|source| AbmImportError::Patch { index, source })?;
             }
             total = total.saturating_add(adv.steps);
         }
         for (index, p) in self.pending.iter().enumerate() {
-            p.check(&self.model)
-                .map_err(|source| AbmImportError::Pending { index, source })?;
+            p.check(&self.model).map_err(|source| AbmImportError::Pending { index, source })?;
         }
         if total > MAX_REBUILD_STEPS {
             return Err(AbmImportError::TooLong { total });
         }
         if self.steps > total {
-            return Err(AbmImportError::NoHistory {
-                steps: self.steps,
-                total,
-            });
+            return Err(AbmImportError::NoHistory { steps: self.steps, total });
         }
         Ok(())
     }
@@ -136,19 +131,11 @@ impl AbmSim {
         sink: &mut (dyn EventSink + Send),
     ) -> Result<(), SimError> {
         let pool = pool.ok_or(SimError::NoWorker)?;
-        let plan = Advance {
-            patches: self.pending.clone(),
-            reseed: self.reseed,
-            steps,
-        };
+        let plan = Advance { patches: self.pending.clone(), reseed: self.reseed, steps };
         let (model, seed, snapshot) = (self.model.clone(), self.seed, self.snapshot.clone());
         let fresh = self.history.is_empty();
         // The worker replays a plain slice; only a rebuild (no snapshot) needs it.
-        let history = if snapshot.is_none() {
-            self.history.to_vec()
-        } else {
-            Vec::new()
-        };
+        let history = if snapshot.is_none() { self.history.to_vec() } else { Vec::new() };
         let cancel = CancelToken::new();
         let on_drop = cancel.cancel_on_drop();
         let job_plan = plan.clone();
@@ -157,11 +144,7 @@ impl AbmSim {
                 let start = match &snapshot {
                     Some(s) => Start::Snapshot(s),
                     None if fresh => Start::Spec { model: &model, seed },
-                    None => Start::Rebuild {
-                        model: &model,
-                        seed,
-                        history: &history,
-                    },
+                    None => Start::Rebuild { model: &model, seed, history: &history },
                 };
                 w.advance(start, &job_plan)
             })
@@ -191,9 +174,7 @@ impl AbmSim {
     /// The seed the model's generators were last set from: a pending reseed, else the last
     /// advance's, else the model's own.
     pub(crate) fn current_seed(&self) -> u64 {
-        self.reseed
-            .or_else(|| self.history.iter().filter_map(|a| a.reseed).last())
-            .unwrap_or(self.seed)
+        self.reseed.or_else(|| self.history.iter().filter_map(|a| a.reseed).last()).unwrap_or(self.seed)
     }
 
     /// Takes an `abm_set_*` op as a patch for the next step, once the model accepts it.
@@ -201,17 +182,9 @@ impl AbmSim {
         let patch = match op.clone() {
             Op::AbmSetGlobal { name, value } => Patch::GlobalVariable { name, value },
             Op::AbmSetEnvironment { name, value } => Patch::EnvironmentAttribute { name, value },
-            Op::AbmSetAgent {
-                agent_type,
-                name,
-                value,
-                agent_id,
-            } => Patch::AgentAttribute {
-                agent_type,
-                name,
-                value,
-                agent_id,
-            },
+            Op::AbmSetAgent { agent_type, name, value, agent_id } => {
+                Patch::AgentAttribute { agent_type, name, value, agent_id }
+            }
             other => return Err(SimError::WrongOp("an agent-based model", op_name(&other))),
         };
         patch.check(&self.model).map_err(|e| SimError::BadOp(e.to_string()))?;
@@ -221,10 +194,7 @@ impl AbmSim {
 
     /// A model has no agents with a context: only its step count.
     pub(super) fn state(&self) -> NodeState {
-        NodeState {
-            turns: self.steps,
-            agents: Vec::new(),
-        }
+        NodeState { turns: self.steps, agents: Vec::new() }
     }
 
     pub(super) fn view(&self) -> AbmView {

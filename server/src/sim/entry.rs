@@ -82,9 +82,7 @@ impl<'a> ScenarioEntry<'a> {
     pub(crate) fn summary(&self) -> ScenarioSummary {
         let (title, description, scene) = match self {
             ScenarioEntry::Social(s) => {
-                let scene = serde_json::to_value(s.scene.kind)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string));
+                let scene = serde_json::to_value(s.scene.kind).ok().and_then(|v| v.as_str().map(str::to_string));
                 (&s.title, &s.description, scene)
             }
             ScenarioEntry::Trading(t) => (&t.title, &t.description, None),

@@ -62,9 +62,7 @@ fn stopped(e: AbmError) -> String {
 /// Gives a social simulator the pool's workers as its hook runner (a scene without hooks never
 /// calls it), its calls stopped by `cancel`.
 pub fn give(sim: &mut Simulator, pool: Option<&Arc<WorkerPool>>, cancel: &CancelToken) {
-    sim.set_hooks(pool.map_or_else(Hooks::default, |p| {
-        Hooks::new(Arc::new(PoolHooks(p.clone(), cancel.clone())))
-    }));
+    sim.set_hooks(pool.map_or_else(Hooks::default, |p| Hooks::new(Arc::new(PoolHooks(p.clone(), cancel.clone())))));
 }
 
 /// The hook source of a simulator's custom scene, if it has one.
@@ -89,22 +87,13 @@ pub(crate) enum HookSourceError {
 /// Parses `source` in a worker of `pool` (never runs it): valid Python defining at least one
 /// hook as a top-level function.
 pub(crate) fn check_source(pool: &WorkerPool, source: &str) -> Result<(), HookSourceError> {
-    let refused = |message: String| {
-        HookSourceError::Refused(CustomError {
-            path: "hooks.source".into(),
-            message,
-        })
-    };
+    let refused = |message: String| HookSourceError::Refused(CustomError { path: "hooks.source".into(), message });
     match off_the_runtime(|| pool.with_worker(|w| w.hook_check(source)))? {
         HookSource::Syntax { line, message } => Err(refused(format!("not valid Python: line {line}: {message}"))),
         HookSource::Defines(names) if !Hook::ALL.iter().any(|h| names.iter().any(|n| n == h.name())) => {
             Err(refused(format!(
                 "defines none of the hooks on_action, on_phase_end, outcome as a top-level function (it defines: {})",
-                if names.is_empty() {
-                    "nothing".to_string()
-                } else {
-                    names.join(", ")
-                }
+                if names.is_empty() { "nothing".to_string() } else { names.join(", ") }
             )))
         }
         HookSource::Defines(_) => Ok(()),

@@ -82,11 +82,7 @@ pub(super) fn state(sim: &Simulator) -> NodeState {
 
 /// The scene's type and state.
 pub(super) fn view(s: &Simulator) -> SocialView {
-    SocialView {
-        scene: s.scene().type_name().to_string(),
-        state: s.scene().state_json(),
-        about: Some(s.scene_about()),
-    }
+    SocialView { scene: s.scene().type_name().to_string(), state: s.scene().state_json(), about: Some(s.scene_about()) }
 }
 
 /// A turn is one agent's: one decision per step, up to `max_steps_per_turn` steps; a moderated
@@ -94,26 +90,17 @@ pub(super) fn view(s: &Simulator) -> SocialView {
 /// The request an interview of agent `name` sends (the engine's [`Simulator::interview`]).
 pub(super) fn interview(s: &Simulator, name: &str, question: &str) -> Result<ChatRequest, SimError> {
     let messages = s.interview(name, question).ok_or_else(|| {
-        SimError::Interview(format!(
-            "no agent '{name}' here (agents: {})",
-            s.world().names().join(", ")
-        ))
+        SimError::Interview(format!("no agent '{name}' here (agents: {})", s.world().names().join(", ")))
     })?;
     Ok(ChatRequest::new(messages))
 }
 
 pub(super) fn call_shape(s: &Simulator) -> super::CallShape {
-    let moderated = u64::from(matches!(
-        s.world().ordering,
-        crate::engine::ordering::Ordering::LlmModerated { .. }
-    ));
+    let moderated = u64::from(matches!(s.world().ordering, crate::engine::ordering::Ordering::LlmModerated { .. }));
     let most = u64::from(s.max_steps_per_turn()) + moderated;
     super::CallShape {
         least: 1,
         most,
-        why: format!(
-            "a turn is one of {} agents acting: 1 to {most} calls",
-            s.world().agents.len()
-        ),
+        why: format!("a turn is one of {} agents acting: 1 to {most} calls", s.world().agents.len()),
     }
 }

@@ -66,12 +66,10 @@ fn trading_op(op: &Op) -> Result<TradingOp, SimError> {
             positions: positions.iter().map(|(t, &n)| (t.clone(), n)).collect(),
         },
         Op::CaseDataInject { item } => TradingOp::CaseDataInject { item: item.clone() },
-        Op::AgentSwap { agent } => TradingOp::AgentSwap {
-            agent: (**agent).clone(),
-        },
-        Op::AgentPromptReplace { system_prompt } => TradingOp::AgentPromptReplace {
-            system_prompt: system_prompt.clone(),
-        },
+        Op::AgentSwap { agent } => TradingOp::AgentSwap { agent: (**agent).clone() },
+        Op::AgentPromptReplace { system_prompt } => {
+            TradingOp::AgentPromptReplace { system_prompt: system_prompt.clone() }
+        }
         other => return Err(SimError::WrongOp("a trading episode", op_name(other))),
     })
 }
@@ -82,15 +80,9 @@ pub(super) fn state(t: &TradingEpisode) -> NodeState {
     let mut memory = Vec::new();
     for ex in t.memory() {
         let reply = serde_json::to_string(&ex.reply).unwrap_or_default();
-        memory.push(MemoryLine {
-            role: "assistant".into(),
-            content: reply,
-        });
+        memory.push(MemoryLine { role: "assistant".into(), content: reply });
         for r in &ex.results {
-            memory.push(MemoryLine {
-                role: "tool".into(),
-                content: r.content.to_string(),
-            });
+            memory.push(MemoryLine { role: "tool".into(), content: r.content.to_string() });
         }
     }
     NodeState {
@@ -125,11 +117,9 @@ pub(super) fn interview(t: &TradingEpisode, agent: &str, question: &str) -> Resu
 /// agents call no model.
 pub(super) fn call_shape(t: &TradingEpisode) -> super::CallShape {
     match t.agent() {
-        crate::trading::agents::AgentSpec::Llm { .. } => super::CallShape {
-            least: 1,
-            most: 1,
-            why: "a decision point is one call of the LLM agent".into(),
-        },
+        crate::trading::agents::AgentSpec::Llm { .. } => {
+            super::CallShape { least: 1, most: 1, why: "a decision point is one call of the LLM agent".into() }
+        }
         _ => super::CallShape::none("a rule-based trading agent makes no LLM call"),
     }
 }

@@ -105,11 +105,9 @@ pub(crate) fn check_postgres(url: &str) -> Result<Report, CheckError> {
 pub(crate) fn repair_postgres(url: &str) -> Result<String, CheckError> {
     let mut db = Db::new(Postgres::connect(url)?);
     db.migrate()?;
-    Ok(
-        "PostgreSQL keeps no commit journal (every acknowledged write is committed before its answer): \
+    Ok("PostgreSQL keeps no commit journal (every acknowledged write is committed before its answer): \
         nothing to apply; damaged rows are listed by `simtree data check`"
-            .into(),
-    )
+        .into())
 }
 
 /// Checks every tree's node records, states, chunks and logs.
@@ -134,17 +132,11 @@ fn rows<S: Sql>(db: &mut Db<S>, report: &mut Report) -> Result<(), CheckError> {
             if let Some(p) = n.parent
                 && !ids.contains(&p)
             {
-                problem(
-                    n.id,
-                    format!("its parent {p} is missing (the node is left out when the tree loads)"),
-                );
+                problem(n.id, format!("its parent {p} is missing (the node is left out when the tree loads)"));
             }
         }
         // Every node's state and log rows, a damaged record's too (`None`: its status unknown).
-        let statuses = nodes
-            .iter()
-            .map(|n| (n.id, Some(n.status)))
-            .chain(damaged.iter().map(|(id, _)| (*id, None)));
+        let statuses = nodes.iter().map(|n| (n.id, Some(n.status))).chain(damaged.iter().map(|(id, _)| (*id, None)));
         for (id, status) in statuses {
             match db.state(t.id, id) {
                 Ok(Some(data)) => {
@@ -174,11 +166,7 @@ fn rows<S: Sql>(db: &mut Db<S>, report: &mut Report) -> Result<(), CheckError> {
                 Err(e) => problem(id, format!("log: {e}")),
             }
         }
-        let all: Vec<u64> = nodes
-            .iter()
-            .map(|n| n.id)
-            .chain(damaged.iter().map(|(id, _)| *id))
-            .collect();
+        let all: Vec<u64> = nodes.iter().map(|n| n.id).chain(damaged.iter().map(|(id, _)| *id)).collect();
         match db.chunks(t.id, &all) {
             Ok(chunks) => {
                 for ((owner, ord), data) in chunks {
@@ -213,9 +201,7 @@ pub(crate) fn repair(dir: &Path) -> Result<String, CheckError> {
                 )),
                 None => {
                     journal.clear()?;
-                    done.push(format!(
-                        "the journal is intact; applied the {groups} group(s) it still held"
-                    ));
+                    done.push(format!("the journal is intact; applied the {groups} group(s) it still held"));
                 }
             }
             now

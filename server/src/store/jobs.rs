@@ -121,15 +121,7 @@ impl JobRow {
     /// The row of a job done, as its end's notification tells it (`done:<tree>:<node>:done`):
     /// what a leader needs of it without reading it.
     pub(crate) fn done(tree: u64, node: u64) -> JobRow {
-        JobRow {
-            tree,
-            node,
-            status: Status::Done,
-            attempts: 0,
-            max_attempts: 0,
-            claimed_by: None,
-            error: None,
-        }
+        JobRow { tree, node, status: Status::Done, attempts: 0, max_attempts: 0, claimed_by: None, error: None }
     }
 
     /// Whether the job was cancelled ([`cancel`]) rather than failed by its run.
@@ -147,10 +139,7 @@ fn int(c: Cell) -> u64 {
 
 /// The first cell of the first row of a query's rows, as a count (0 when there is none).
 fn first_int(rows: Vec<Vec<Cell>>) -> u64 {
-    rows.into_iter()
-        .next()
-        .and_then(|r| r.into_iter().next())
-        .map_or(0, int)
+    rows.into_iter().next().and_then(|r| r.into_iter().next()).map_or(0, int)
 }
 
 fn text(c: Cell) -> Option<String> {
@@ -164,10 +153,7 @@ fn text(c: Cell) -> Option<String> {
 /// search text made from them.
 fn clear_log<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<()> {
     sql.write("DELETE FROM logs WHERE tree = $1 AND node = $2", &[i(tree), i(node)])?;
-    sql.write(
-        "DELETE FROM texts WHERE tree = $1 AND node = $2 AND kind = 'event'",
-        &[i(tree), i(node)],
-    )
+    sql.write("DELETE FROM texts WHERE tree = $1 AND node = $2 AND kind = 'event'", &[i(tree), i(node)])
 }
 
 /// Gives up, with an error saying why, the jobs whose claimer stopped heartbeating after their
@@ -249,13 +235,7 @@ pub(crate) fn claim<S: Sql>(sql: &mut S, me: &Lease, slots: Slots) -> StoreResul
             node = node_columns_of("n"),
             returned = node_columns_of("picked"),
         ),
-        &[
-            P::Text(&me.holder),
-            P::Int(lapse),
-            i(slots.runs),
-            i(slots.abm),
-            P::Int(i64::from(slots.abm_second)),
-        ],
+        &[P::Text(&me.holder), P::Int(lapse), i(slots.runs), i(slots.abm), P::Int(i64::from(slots.abm_second))],
     )?;
     let mut jobs: Vec<Job> = rows
         .into_iter()
@@ -281,10 +261,7 @@ pub(crate) fn claim<S: Sql>(sql: &mut S, me: &Lease, slots: Slots) -> StoreResul
 /// by another claimer after a lapse is not among them: its run should stop).
 pub(crate) fn heartbeat<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<Vec<(u64, u64)>> {
     let now = sql.now_ms_sql();
-    sql.execute(
-        &format!("UPDATE workers SET heartbeat_at = {now} WHERE holder = $1"),
-        &[P::Text(&me.holder)],
-    )?;
+    sql.execute(&format!("UPDATE workers SET heartbeat_at = {now} WHERE holder = $1"), &[P::Text(&me.holder)])?;
     let rows = sql.query(
         &format!(
             "UPDATE jobs SET heartbeat_at = {now} WHERE claimed_by = $1 AND status = 'claimed' RETURNING tree, node"
@@ -320,13 +297,7 @@ pub(crate) fn fence_finish<S: Sql>(
                 WHERE tree = $3 AND node = $4 AND claimed_by = $5 AND status = 'claimed' RETURNING 1)
              SELECT 1 / (SELECT COUNT(*)::INT FROM mine)"
         ),
-        &[
-            P::Text(status.as_str()),
-            P::OptText(error),
-            i(tree),
-            i(node),
-            P::Text(&me.holder),
-        ],
+        &[P::Text(status.as_str()), P::OptText(error), i(tree), i(node), P::Text(&me.holder)],
     )?;
     // (The payload is a parameter: one prepared statement serves every job's end. It names
     // the status, so that a leader waiting for a job that is done need not read the queue.)
@@ -376,18 +347,12 @@ pub(crate) fn release<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<u64> {
 /// Jobs that ended (done, failed or dead) and are not yet forgotten: what the serving process
 /// has to show on its nodes.
 pub(crate) fn ended<S: Sql>(sql: &mut S) -> StoreResult<Vec<JobRow>> {
-    rows(
-        sql,
-        "WHERE status IN ('done', 'failed', 'dead') ORDER BY tree, node",
-        &[],
-    )
+    rows(sql, "WHERE status IN ('done', 'failed', 'dead') ORDER BY tree, node", &[])
 }
 
 /// One job's row.
 pub(crate) fn row<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<Option<JobRow>> {
-    Ok(rows(sql, "WHERE tree = $1 AND node = $2", &[i(tree), i(node)])?
-        .into_iter()
-        .next())
+    Ok(rows(sql, "WHERE tree = $1 AND node = $2", &[i(tree), i(node)])?.into_iter().next())
 }
 
 fn rows<S: Sql>(sql: &mut S, filter: &str, params: &[P<'_>]) -> StoreResult<Vec<JobRow>> {
@@ -457,11 +422,7 @@ pub(crate) fn forget<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<(
         "DELETE FROM jobs WHERE tree = $1 AND node = $2 AND status IN ('done', 'failed', 'dead')",
         &[i(tree), i(node)],
     )?;
-    sql.execute(
-        "DELETE FROM job_calls WHERE tree = $1 AND node = $2",
-        &[i(tree), i(node)],
-    )
-    .map(drop)
+    sql.execute("DELETE FROM job_calls WHERE tree = $1 AND node = $2", &[i(tree), i(node)]).map(drop)
 }
 
 /// Appends an LLM call (its record as JSON) to the recording of `me`'s job of `node`, as it
@@ -478,14 +439,9 @@ pub(crate) fn record_call<S: Sql>(sql: &mut S, me: &Lease, tree: u64, node: u64,
 
 /// The LLM calls the job of `node` recorded so far (JSON records), in order.
 pub(crate) fn recorded_calls<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<Vec<String>> {
-    let rows = sql.query(
-        "SELECT body FROM job_calls WHERE tree = $1 AND node = $2 ORDER BY seq",
-        &[i(tree), i(node)],
-    )?;
-    Ok(rows
-        .into_iter()
-        .filter_map(|r| r.into_iter().next().and_then(text))
-        .collect())
+    let rows =
+        sql.query("SELECT body FROM job_calls WHERE tree = $1 AND node = $2 ORDER BY seq", &[i(tree), i(node)])?;
+    Ok(rows.into_iter().filter_map(|r| r.into_iter().next().and_then(text)).collect())
 }
 
 /// Lists `me` among the processes taking jobs (`role`: `worker` or `serve`).
@@ -496,23 +452,14 @@ pub(crate) fn register<S: Sql>(sql: &mut S, me: &Lease, role: &str) -> StoreResu
             "INSERT INTO workers (holder, host, pid, role, heartbeat_at) VALUES ($1, $2, $3, $4, {now})
              ON CONFLICT (holder) DO UPDATE SET heartbeat_at = excluded.heartbeat_at"
         ),
-        &[
-            P::Text(&me.holder),
-            P::Text(&me.host),
-            P::Int(i64::from(me.pid)),
-            P::Text(role),
-        ],
+        &[P::Text(&me.holder), P::Text(&me.host), P::Int(i64::from(me.pid)), P::Text(role)],
     )
     .map(drop)
 }
 
 /// Says how many agent-based-model runs `me` takes at once (its row in `workers`).
 pub(crate) fn offer_abm<S: Sql>(sql: &mut S, me: &Lease, abm: u64) -> StoreResult<()> {
-    sql.execute(
-        "UPDATE workers SET abm = $2 WHERE holder = $1",
-        &[P::Text(&me.holder), i(abm)],
-    )
-    .map(drop)
+    sql.execute("UPDATE workers SET abm = $2 WHERE holder = $1", &[P::Text(&me.holder), i(abm)]).map(drop)
 }
 
 /// How many agent-based-model runs the processes taking jobs run at once (those whose
@@ -535,18 +482,11 @@ pub(crate) fn abm_takers<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<AbmTake
                     COALESCE(SUM(abm) FILTER (WHERE NOT (host = $2 AND pid = $3)), 0)::BIGINT
              FROM workers WHERE heartbeat_at >= {now} - {ALIVE} * $1"
         ),
-        &[
-            P::Int(me.length.as_millis() as i64),
-            P::Text(&me.host),
-            P::Int(i64::from(me.pid)),
-        ],
+        &[P::Int(me.length.as_millis() as i64), P::Text(&me.host), P::Int(i64::from(me.pid))],
     )?;
     let mut row = rows.into_iter().next().unwrap_or_default().into_iter();
     let mut next = || int(row.next().unwrap_or(Cell::Null));
-    Ok(AbmTakers {
-        all: next(),
-        others: next(),
-    })
+    Ok(AbmTakers { all: next(), others: next() })
 }
 
 /// How many processes other than `me`'s (another host or pid) take jobs and are alive.
@@ -556,19 +496,14 @@ pub(crate) fn others_taking_jobs<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult
         &format!(
             "SELECT COUNT(*) FROM workers WHERE heartbeat_at >= {now} - {ALIVE} * $1 AND NOT (host = $2 AND pid = $3)"
         ),
-        &[
-            P::Int(me.length.as_millis() as i64),
-            P::Text(&me.host),
-            P::Int(i64::from(me.pid)),
-        ],
+        &[P::Int(me.length.as_millis() as i64), P::Text(&me.host), P::Int(i64::from(me.pid))],
     )?;
     Ok(first_int(rows))
 }
 
 /// Removes `me` from the processes taking jobs.
 pub(crate) fn unregister<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<()> {
-    sql.execute("DELETE FROM workers WHERE holder = $1", &[P::Text(&me.holder)])
-        .map(drop)
+    sql.execute("DELETE FROM workers WHERE holder = $1", &[P::Text(&me.holder)]).map(drop)
 }
 
 // ---- the budget book: budgeted trees' spending, shared by every process that runs their calls ----
@@ -668,10 +603,7 @@ pub(crate) fn budget_hold<S: Sql>(
                 } else if limits.calls.is_some_and(|l| t.calls >= l) {
                     Refusal::Calls { made: t.calls }
                 } else if limits.money.is_some_and(|l| t.money + t.held + money_f > l) {
-                    Refusal::Money {
-                        spent: t.money,
-                        held: t.held,
-                    }
+                    Refusal::Money { spent: t.money, held: t.held }
                 } else {
                     continue;
                 };
@@ -717,15 +649,7 @@ pub(crate) fn budget_settle<S: Sql>(
          UPDATE budget_spent SET tokens = tokens + $4, money = money + $5::float8, calls = calls - $6,
             held = GREATEST(held - COALESCE((SELECT SUM(money) FROM gone), 0), 0)
          WHERE tree = $3 AND part = $7",
-        &[
-            P::Text(&me.holder),
-            i(id),
-            i(key.tree),
-            i(tokens),
-            P::Text(&money),
-            P::Int(i64::from(undo)),
-            i(key.part),
-        ],
+        &[P::Text(&me.holder), i(id), i(key.tree), i(tokens), P::Text(&money), P::Int(i64::from(undo)), i(key.part)],
     )
     .map(drop)
 }
@@ -739,12 +663,7 @@ pub(crate) fn budget_totals<S: Sql>(sql: &mut S, key: BudgetKey) -> StoreResult<
     Ok(rows.into_iter().next().map(|r| {
         let mut r = r.into_iter();
         let mut next = || r.next().unwrap_or(Cell::Null);
-        Totals {
-            tokens: int(next()),
-            calls: int(next()),
-            money: dollars_of(next()),
-            held: dollars_of(next()),
-        }
+        Totals { tokens: int(next()), calls: int(next()), money: dollars_of(next()), held: dollars_of(next()) }
     }))
 }
 
@@ -784,10 +703,7 @@ impl Queue {
 
     /// Claims up to `n` jobs that are not agent-based models (see [`Self::claim_slots`]).
     pub fn claim(&mut self, n: u64) -> StoreResult<Vec<Job>> {
-        self.claim_slots(Slots {
-            runs: n,
-            ..Slots::default()
-        })
+        self.claim_slots(Slots { runs: n, ..Slots::default() })
     }
 
     /// [`claim`], after giving up the lapsed jobs out of attempts when that was last done half

@@ -285,9 +285,7 @@ impl Journal {
     /// Moves the file aside (damaged: [`Aside::Failed`]; a group the database refuses:
     /// [`Aside::Refused`]) and starts an empty one.
     pub(crate) fn set_aside(&mut self, why: Aside) -> StoreResult<PathBuf> {
-        let aside = self
-            .path
-            .with_extension(format!("journal.{}-{}", why.word(), super::now_ms()));
+        let aside = self.path.with_extension(format!("journal.{}-{}", why.word(), super::now_ms()));
         std::fs::rename(&self.path, &aside).map_err(|e| io("rename", &self.path, e))?;
         self.file = std::fs::OpenOptions::new()
             .read(true)
@@ -347,14 +345,8 @@ impl AsideFile {
                 let name = e.file_name().into_string().ok()?;
                 let rest = name.strip_prefix("simtree.journal.")?;
                 let (word, ms) = rest.rsplit_once('-')?;
-                let why = [Aside::Failed, Aside::Refused, Aside::Reapplied]
-                    .into_iter()
-                    .find(|a| a.word() == word)?;
-                Some(AsideFile {
-                    path: e.path(),
-                    why,
-                    at_ms: ms.parse().ok()?,
-                })
+                let why = [Aside::Failed, Aside::Refused, Aside::Reapplied].into_iter().find(|a| a.word() == word)?;
+                Some(AsideFile { path: e.path(), why, at_ms: ms.parse().ok()? })
             })
             .collect();
         files.sort_by_key(|f| f.at_ms);
@@ -369,9 +361,7 @@ impl AsideFile {
 
     /// Renames the file to say why it is kept now.
     pub(crate) fn rename(&self, why: Aside) -> StoreResult<PathBuf> {
-        let to = self
-            .path
-            .with_file_name(format!("simtree.journal.{}-{}", why.word(), super::now_ms()));
+        let to = self.path.with_file_name(format!("simtree.journal.{}-{}", why.word(), super::now_ms()));
         std::fs::rename(&self.path, &to).map_err(|e| io("rename", &self.path, e))?;
         Ok(to)
     }
@@ -651,12 +641,7 @@ fn encode(out: &mut Vec<u8>, w: &Write) {
             put_u64(out, row.turns);
             put_json(out, &row.records);
         }
-        Write::State {
-            tree,
-            node,
-            data,
-            chunks,
-        } => {
+        Write::State { tree, node, data, chunks } => {
             out.push(5);
             put_u64(out, *tree);
             put_u64(out, *node);
@@ -704,9 +689,7 @@ impl<'a> Reader<'a> {
     }
 
     fn u64(&mut self) -> StoreResult<u64> {
-        Ok(u64::from_le_bytes(
-            self.take(8)?.try_into().map_err(|_| damaged("cut short"))?,
-        ))
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().map_err(|_| damaged("cut short"))?))
     }
 
     fn bytes(&mut self) -> StoreResult<&'a [u8]> {
@@ -792,12 +775,7 @@ impl<'a> Reader<'a> {
                     let ord = u32::try_from(self.u64()?).map_err(|_| damaged("a chunk number overflows"))?;
                     chunks.push(((owner, ord), self.bytes()?.to_vec()));
                 }
-                Write::State {
-                    tree,
-                    node,
-                    data,
-                    chunks,
-                }
+                Write::State { tree, node, data, chunks }
             }
             6 => {
                 let tree = self.u64()?;
@@ -839,16 +817,8 @@ mod tests {
                 budget: Some(1000),
                 description: None,
             }),
-            Write::Rename {
-                tree: 3,
-                name: String::new(),
-            },
-            Write::Touch {
-                tree: 3,
-                last_activity: 5,
-                seq: 10,
-                nodes: 5,
-            },
+            Write::Rename { tree: 3, name: String::new() },
+            Write::Touch { tree: 3, last_activity: 5, seq: 10, nodes: 5 },
             Write::Node {
                 tree: 3,
                 row: NodeRow {
@@ -865,48 +835,25 @@ mod tests {
                     records: Vec::new(),
                 },
             },
-            Write::Log {
-                tree: 3,
-                node: 9,
-                index: 4,
-                count: 2,
-                entries: "{\"a\":1}\n{\"b\":2}".into(),
-            },
+            Write::Log { tree: 3, node: 9, index: 4, count: 2, entries: "{\"a\":1}\n{\"b\":2}".into() },
             Write::State {
                 tree: 3,
                 node: 9,
                 data: vec![6, 0, 1, 2],
                 chunks: vec![((9, 0), vec![1; 40]), ((9, 1), Vec::new())],
             },
-            Write::DeleteNodes {
-                tree: 3,
-                nodes: vec![4, 5, 6],
-            },
+            Write::DeleteNodes { tree: 3, nodes: vec![4, 5, 6] },
             Write::ImportBegin { tree: 4 },
             Write::ImportEnd { tree: 4 },
-            Write::Sweep {
-                tree: 3,
-                id: 1,
-                body: "{}".into(),
-            },
+            Write::Sweep { tree: 3, id: 1, body: "{}".into() },
             Write::DeleteSweep { tree: 3, id: 1 },
-            Write::Explore {
-                tree: 3,
-                id: 2,
-                body: "{\"x\":1}".into(),
-            },
+            Write::Explore { tree: 3, id: 2, body: "{\"x\":1}".into() },
             Write::DeleteExplore { tree: 3, id: 2 },
             Write::TreeMoney { tree: 3, money: 0.125 },
             Write::DeleteTree { tree: 8 },
             Write::Applied { seq: 12 },
-            Write::Document {
-                tree: 3,
-                body: "{\"scene\":{}}".into(),
-            },
-            Write::Dataset {
-                name: "prices".into(),
-                body: "date,ticker\n".into(),
-            },
+            Write::Document { tree: 3, body: "{\"scene\":{}}".into() },
+            Write::Dataset { name: "prices".into(), body: "date,ticker\n".into() },
             Write::DeleteDataset { name: "prices".into() },
             Write::SaveScenario {
                 id: "council-2".into(),
@@ -915,42 +862,13 @@ mod tests {
                 body: "{\"title\":\"Ünïcode\"}".into(),
             },
             Write::DeleteScenario { id: "council-2".into() },
-            Write::Origin {
-                tree: 3,
-                scenario: "council-2".into(),
-                version: 2,
-            },
-            Write::Annotate {
-                tree: 3,
-                node: 9,
-                body: Some("{\"title\":\"t\"}".into()),
-            },
-            Write::Annotate {
-                tree: 3,
-                node: 9,
-                body: None,
-            },
-            Write::Describe {
-                tree: 3,
-                description: Some("about — ü".into()),
-            },
-            Write::Describe {
-                tree: 3,
-                description: None,
-            },
-            Write::Text {
-                tree: 3,
-                node: 9,
-                kind: "memory".into(),
-                ord: 2,
-                body: "Ann: hello".into(),
-            },
-            Write::Ask {
-                tree: 3,
-                node: 9,
-                seq: 0,
-                body: "{}".into(),
-            },
+            Write::Origin { tree: 3, scenario: "council-2".into(), version: 2 },
+            Write::Annotate { tree: 3, node: 9, body: Some("{\"title\":\"t\"}".into()) },
+            Write::Annotate { tree: 3, node: 9, body: None },
+            Write::Describe { tree: 3, description: Some("about — ü".into()) },
+            Write::Describe { tree: 3, description: None },
+            Write::Text { tree: 3, node: 9, kind: "memory".into(), ord: 2, body: "Ann: hello".into() },
+            Write::Ask { tree: 3, node: 9, seq: 0, body: "{}".into() },
         ]
     }
 
@@ -976,18 +894,12 @@ mod tests {
         }
         drop(j);
         let (_, pending) = Journal::open(&path, 0).unwrap();
-        let want: Vec<(u64, String)> = all
-            .iter()
-            .enumerate()
-            .map(|(i, w)| (i as u64 + 1, format!("{:?}", [w])))
-            .collect();
+        let want: Vec<(u64, String)> =
+            all.iter().enumerate().map(|(i, w)| (i as u64 + 1, format!("{:?}", [w]))).collect();
         assert_eq!(dump(&pending), want);
         let (mut j, pending) = Journal::open(&path, 9).unwrap();
         let n = all.len() as u64;
-        assert_eq!(
-            pending.iter().map(|p| p.0).collect::<Vec<_>>(),
-            (10..=n).collect::<Vec<_>>()
-        );
+        assert_eq!(pending.iter().map(|p| p.0).collect::<Vec<_>>(), (10..=n).collect::<Vec<_>>());
         // Numbering goes on after the highest number in the file.
         assert_eq!(j.append(&[Write::DeleteTree { tree: 1 }]).unwrap(), Some(n + 1));
         let _ = std::fs::remove_dir_all(path.parent().unwrap());
@@ -1002,10 +914,7 @@ mod tests {
     }
 
     fn unhex(line: &str) -> Vec<u8> {
-        (0..line.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&line[i..i + 2], 16).unwrap())
-            .collect()
+        (0..line.len()).step_by(2).map(|i| u8::from_str_radix(&line[i..i + 2], 16).unwrap()).collect()
     }
 
     /// Each sample write encodes to the bytes recorded for it, and each recorded line reads back
@@ -1021,11 +930,8 @@ mod tests {
                 (hex(&out), format!("{w:?}"))
             })
             .collect();
-        let mut golden: Vec<String> = std::fs::read_to_string(GOLDEN)
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_string)
-            .collect();
+        let mut golden: Vec<String> =
+            std::fs::read_to_string(GOLDEN).unwrap_or_default().lines().map(str::to_string).collect();
         let new: Vec<&(String, String)> = samples.iter().filter(|(h, _)| !golden.contains(h)).collect();
         if !new.is_empty() && std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
             golden.extend(new.iter().map(|(h, _)| h.clone()));
@@ -1046,10 +952,7 @@ mod tests {
             encode(&mut again, &writes[0]);
             assert_eq!(&hex(&again), line, "{:?} no longer encodes as recorded", writes[0]);
             let w = format!("{:?}", writes[0]);
-            assert!(
-                samples.iter().any(|(h, d)| h == line && *d == w),
-                "{w} is no sample any more"
-            );
+            assert!(samples.iter().any(|(h, d)| h == line && *d == w), "{w} is no sample any more");
         }
     }
 
@@ -1074,8 +977,7 @@ mod tests {
         std::fs::write(&path, &bad).unwrap();
         let e = Journal::open(&path, 0).err().expect("refused");
         assert!(
-            e.message()
-                .contains(&format!("the record at byte {} is damaged, and group 3", record))
+            e.message().contains(&format!("the record at byte {} is damaged, and group 3", record))
                 && e.message().contains("simtree data check")
                 && e.message().contains("simtree data repair"),
             "{e}"
@@ -1091,10 +993,8 @@ mod tests {
         std::fs::write(&path, &bad).unwrap();
         let e = Journal::open(&path, 0).err().expect("refused");
         assert!(
-            e.message().contains(&format!(
-                "the record at byte {} (group 4, the last) fails its checksum",
-                3 * record
-            )) && e.message().contains("simtree data repair"),
+            e.message().contains(&format!("the record at byte {} (group 4, the last) fails its checksum", 3 * record))
+                && e.message().contains("simtree data repair"),
             "{e}"
         );
         assert_eq!(Journal::open_damaged(&path, 0).unwrap().1.len(), 3);
@@ -1112,11 +1012,7 @@ mod tests {
     fn a_wrapped_journal_replays_only_its_newest_lap() {
         let path = temp("wrap");
         let (mut j, _) = Journal::open(&path, 0).unwrap();
-        let big = |t| Write::Sweep {
-            tree: t,
-            id: 0,
-            body: "x".repeat(1 << 20),
-        };
+        let big = |t| Write::Sweep { tree: t, id: 0, body: "x".repeat(1 << 20) };
         for t in 0..5 {
             j.append(&[big(t)]).unwrap();
         }

@@ -43,9 +43,7 @@ impl Lease {
     pub fn this_process(length: Duration) -> Lease {
         let host = hostname();
         let pid = std::process::id();
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         Lease {
             holder: format!("{host}/{pid}/{nanos:x}"),
             host,
@@ -158,13 +156,7 @@ pub(crate) fn take<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<Result<(), Ho
                 acquired = excluded.acquired, expires = excluded.expires, address = excluded.address
              WHERE lease.expires <= excluded.acquired OR lease.holder = excluded.holder"
         ),
-        &[
-            P::Text(&me.holder),
-            P::Text(&me.host),
-            P::Int(i64::from(me.pid)),
-            P::Int(me.length_ms()),
-            address(me),
-        ],
+        &[P::Text(&me.holder), P::Text(&me.host), P::Int(i64::from(me.pid)), P::Int(me.length_ms()), address(me)],
     )?;
     if taken == 1 {
         return Ok(Ok(()));
@@ -254,11 +246,7 @@ pub(crate) fn fence<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<()> {
 
 /// Gives the lease up (a graceful shutdown): another server may start at once.
 pub(crate) fn release<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<()> {
-    sql.execute(
-        "DELETE FROM lease WHERE name = 'server' AND holder = $1",
-        &[P::Text(&me.holder)],
-    )
-    .map(drop)
+    sql.execute("DELETE FROM lease WHERE name = 'server' AND holder = $1", &[P::Text(&me.holder)]).map(drop)
 }
 
 /// Who holds the lease now, if anyone.
@@ -357,11 +345,7 @@ mod tests {
         assert_eq!(take(&mut b.sql, &second).unwrap(), Ok(()), "lapsed: taken over");
         assert!(!renew(&mut a.sql, &first).unwrap(), "the first holder lost it");
         release(&mut a.sql, &first).unwrap();
-        assert_eq!(
-            holder(&mut a.sql).unwrap().unwrap().holder,
-            second.holder,
-            "not its to release"
-        );
+        assert_eq!(holder(&mut a.sql).unwrap().unwrap().holder, second.holder, "not its to release");
         release(&mut b.sql, &second).unwrap();
         assert_eq!(holder(&mut a.sql).unwrap(), None);
         assert_eq!(take(&mut a.sql, &first).unwrap(), Ok(()), "released: free at once");
@@ -382,11 +366,7 @@ mod tests {
         assert_eq!(take(&mut db.sql, &first).unwrap(), Ok(()));
         let h = holder(&mut db.sql).unwrap().unwrap();
         assert_eq!(h.address.as_deref(), Some("http://10.0.0.5:8090"));
-        assert!(
-            h.describe_at().ends_with(", at http://10.0.0.5:8090"),
-            "{}",
-            h.describe_at()
-        );
+        assert!(h.describe_at().ends_with(", at http://10.0.0.5:8090"), "{}", h.describe_at());
         assert!(!h.lapsed());
         std::thread::sleep(Duration::from_millis(1100));
         assert!(holder(&mut db.sql).unwrap().unwrap().lapsed());

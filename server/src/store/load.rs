@@ -46,10 +46,7 @@ async fn connect(url: &str) -> Result<Client, BoardError> {
         }
     });
     // (A frozen process mid-exchange would hold the board's advisory lock for good.)
-    client
-        .batch_execute(super::postgres::IDLE_IN_TRANSACTION)
-        .await
-        .map_err(err)?;
+    client.batch_execute(super::postgres::IDLE_IN_TRANSACTION).await.map_err(err)?;
     Ok(client)
 }
 
@@ -59,9 +56,7 @@ impl PgBoard {
     pub async fn connect(url: &str, holder: String) -> Result<PgBoard, BoardError> {
         let mut client = connect(url).await?;
         let tx = client.transaction().await.map_err(err)?;
-        tx.execute_typed("SELECT pg_advisory_xact_lock($1)", &[(&LOCK, Type::INT8)])
-            .await
-            .map_err(err)?;
+        tx.execute_typed("SELECT pg_advisory_xact_lock($1)", &[(&LOCK, Type::INT8)]).await.map_err(err)?;
         tx.batch_execute(
             "CREATE UNLOGGED TABLE IF NOT EXISTS llm_load (
                 holder TEXT NOT NULL, endpoint TEXT NOT NULL, in_flight BIGINT NOT NULL,
@@ -71,11 +66,7 @@ impl PgBoard {
         .await
         .map_err(err)?;
         tx.commit().await.map_err(err)?;
-        Ok(PgBoard {
-            url: url.to_string(),
-            holder,
-            client: tokio::sync::Mutex::new(Some(client)),
-        })
+        Ok(PgBoard { url: url.to_string(), holder, client: tokio::sync::Mutex::new(Some(client)) })
     }
 
     pub fn holder(&self) -> &str {
@@ -94,13 +85,9 @@ impl PgBoard {
 
     async fn exchange_now(&self, decide: Decide<'_>) -> Result<(), BoardError> {
         let mut guard = self.client().await?;
-        let client = guard
-            .as_mut()
-            .ok_or_else(|| BoardError("postgresql: no connection".into()))?;
+        let client = guard.as_mut().ok_or_else(|| BoardError("postgresql: no connection".into()))?;
         let tx = client.transaction().await.map_err(err)?;
-        tx.execute_typed("SELECT pg_advisory_xact_lock($1)", &[(&LOCK, Type::INT8)])
-            .await
-            .map_err(err)?;
+        tx.execute_typed("SELECT pg_advisory_xact_lock($1)", &[(&LOCK, Type::INT8)]).await.map_err(err)?;
         let rows = tx
             .query_typed(
                 &format!(
@@ -115,12 +102,7 @@ impl PgBoard {
             .iter()
             .map(|r| {
                 let n = |c: usize| r.try_get::<_, i64>(c).map(|v| v.max(0) as u64);
-                Ok(LoadRow {
-                    endpoint: r.try_get(0)?,
-                    in_flight: n(1)?,
-                    reserved: n(2)?,
-                    wanted: n(3)?,
-                })
+                Ok(LoadRow { endpoint: r.try_get(0)?, in_flight: n(1)?, reserved: n(2)?, wanted: n(3)? })
             })
             .collect::<Result<Vec<_>, tokio_postgres::Error>>()
             .map_err(err)?;
@@ -173,9 +155,7 @@ impl LoadBoard for PgBoard {
     fn leave(&self) -> BoxFuture<'_, Result<(), BoardError>> {
         Box::pin(async move {
             let guard = self.client().await?;
-            let client = guard
-                .as_ref()
-                .ok_or_else(|| BoardError("postgresql: no connection".into()))?;
+            let client = guard.as_ref().ok_or_else(|| BoardError("postgresql: no connection".into()))?;
             client
                 .execute_typed("DELETE FROM llm_load WHERE holder = $1", &[(&self.holder, Type::TEXT)])
                 .await

@@ -119,10 +119,8 @@ impl StoreError {
     /// An I/O error by its cause: no space (or quota) is [`StoreError::Full`], the rest
     /// [`StoreError::Io`].
     pub(crate) fn from_io(message: String, e: &std::io::Error) -> StoreError {
-        if matches!(
-            e.kind(),
-            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
-        ) || matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+        if matches!(e.kind(), std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded)
+            || matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
         {
             StoreError::Full(message)
         } else {
@@ -231,9 +229,7 @@ impl LogRow {
             None => {
                 for (k, e) in self.entries.split('\n').filter(|e| !e.is_empty()).enumerate() {
                     if serde_json::from_str::<serde::de::IgnoredAny>(e).is_err() {
-                        return Err(RowError::LogNotJson {
-                            entry: self.index + k as u64,
-                        });
+                        return Err(RowError::LogNotJson { entry: self.index + k as u64 });
                     }
                 }
             }
@@ -748,9 +744,8 @@ impl Store {
                         let lease = db.lease.as_ref().map(|l| l.length);
                         if let Some(length) = lease {
                             let m = Arc::downgrade(&mailbox);
-                            let _ = std::thread::Builder::new()
-                                .name("simtree-tick".into())
-                                .spawn(move || tick(m, length));
+                            let _ =
+                                std::thread::Builder::new().name("simtree-tick".into()).spawn(move || tick(m, length));
                         }
                         run(&mut db, &mailbox, None, lease);
                     }
@@ -787,13 +782,7 @@ impl Store {
             .name("simtree-store".into())
             .spawn(move || run(&mut *db, &theirs, Some(theirs_front), None))
             .map_err(|e| StoreError::Io(format!("cannot start the store's thread: {e}")))?;
-        Ok(Store {
-            mailbox,
-            thread: Some(thread),
-            front: Some(front),
-            location,
-            ids_from_database: false,
-        })
+        Ok(Store { mailbox, thread: Some(thread), front: Some(front), location, ids_from_database: false })
     }
 
     fn send(&self, msg: Msg) -> StoreResult<()> {
@@ -878,8 +867,7 @@ impl Store {
     /// once the cause is gone.
     /// A lost server lease is reported here too, for good.
     pub(crate) fn fault(&self) -> Option<String> {
-        self.lease_lost()
-            .or_else(|| self.mailbox.fault.lock().unwrap_or_else(|p| p.into_inner()).clone())
+        self.lease_lost().or_else(|| self.mailbox.fault.lock().unwrap_or_else(|p| p.into_inner()).clone())
     }
 
     /// Why a leading server must not answer now, or `None`: its lease is lost, or was last
@@ -905,11 +893,7 @@ impl Store {
 
     /// Why writes are refused for good: the server lease was lost to another process.
     pub(crate) fn lease_lost(&self) -> Option<String> {
-        self.mailbox
-            .lease_lost
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.mailbox.lease_lost.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// A new tree id, or `None` when the caller counts them itself (a SQLite folder, whose one
@@ -1051,11 +1035,7 @@ impl Mailbox {
                 Some(left) if left.is_zero() => return Some(Vec::new()),
                 Some(left) => {
                     inbox.lingering = true;
-                    inbox = self
-                        .ready
-                        .wait_timeout(inbox, left)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0;
+                    inbox = self.ready.wait_timeout(inbox, left).unwrap_or_else(|p| p.into_inner()).0;
                     inbox.lingering = false;
                 }
                 None => inbox = self.ready.wait(inbox).unwrap_or_else(|p| p.into_inner()),
@@ -1132,10 +1112,7 @@ fn replay<S: vocab::Sql>(db: &mut sql::Db<S>, dir: &Path) -> StoreResult<(Journa
     let groups = pending.len();
     let applied = apply_groups(db, pending, applied).map_err(|r| r.at_start_up(&path, groups))?;
     if groups > 0 {
-        tracing::warn!(
-            groups,
-            "journal: applied the groups the last server acknowledged but had not yet written"
-        );
+        tracing::warn!(groups, "journal: applied the groups the last server acknowledged but had not yet written");
     }
     journal.clear()?;
     for file in journal::AsideFile::list(dir)? {
@@ -1212,9 +1189,7 @@ fn apply_groups(db: &mut dyn Database, pending: Vec<journal::Group>, mut applied
 
 /// Unix milliseconds now.
 pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 #[cfg(test)]
@@ -1222,11 +1197,7 @@ mod tests {
     use super::*;
 
     fn sweep(tree: u64, id: u64, body: &str) -> Write {
-        Write::Sweep {
-            tree,
-            id,
-            body: body.into(),
-        }
+        Write::Sweep { tree, id, body: body.into() }
     }
 
     fn bodies(writes: &[Write]) -> Vec<String> {
@@ -1270,12 +1241,7 @@ mod tests {
                 records: Vec::new(),
             },
         };
-        let touch = |seq: u64| Write::Touch {
-            tree: 1,
-            last_activity: seq,
-            seq,
-            nodes: seq,
-        };
+        let touch = |seq: u64| Write::Touch { tree: 1, last_activity: seq, seq, nodes: seq };
         let seen = |w: &[Write]| -> Vec<String> {
             w.iter()
                 .map(|w| match w {
@@ -1287,23 +1253,13 @@ mod tests {
                 .collect()
         };
         let mut w = Vec::new();
-        for x in [
-            node(5, NodeStatus::Running),
-            touch(1),
-            node(6, NodeStatus::Running),
-            node(5, NodeStatus::Done),
-            touch(2),
-        ] {
+        for x in
+            [node(5, NodeStatus::Running), touch(1), node(6, NodeStatus::Running), node(5, NodeStatus::Done), touch(2)]
+        {
             push_merged(&mut w, x);
         }
         assert_eq!(seen(&w), ["n5:Done", "t2", "n6:Running"]);
-        push_merged(
-            &mut w,
-            Write::DeleteNodes {
-                tree: 1,
-                nodes: vec![6],
-            },
-        );
+        push_merged(&mut w, Write::DeleteNodes { tree: 1, nodes: vec![6] });
         push_merged(&mut w, node(6, NodeStatus::Done));
         push_merged(&mut w, touch(3));
         assert_eq!(seen(&w), ["n5:Done", "t2", "n6:Running", "del", "n6:Done", "t3"]);
@@ -1330,9 +1286,7 @@ mod journal_tests {
     }
 
     fn names(store: &Store) -> Vec<String> {
-        store
-            .read(|db| Ok(db.trees()?.into_iter().map(|t| t.name).collect()))
-            .unwrap()
+        store.read(|db| Ok(db.trees()?.into_iter().map(|t| t.name).collect())).unwrap()
     }
 
     /// A closed data folder `simtree-journal-<name>` holding one flushed tree ("first"): the
@@ -1344,9 +1298,7 @@ mod journal_tests {
         store.write(Write::Tree(tree_row(1, "first")));
         store.flush().unwrap();
         drop(store);
-        let applied = sql::Db::new(sqlite::Sqlite::open(&dir.join("simtree.db")).unwrap())
-            .journal_applied()
-            .unwrap();
+        let applied = sql::Db::new(sqlite::Sqlite::open(&dir.join("simtree.db")).unwrap()).journal_applied().unwrap();
         let path = dir.join("simtree.journal");
         (dir, path, applied)
     }
@@ -1356,12 +1308,7 @@ mod journal_tests {
     fn append_two_groups(path: &Path, applied: u64) {
         let (mut j, pending) = Journal::open(path, applied).unwrap();
         assert!(pending.is_empty(), "a closed store leaves nothing to replay");
-        j.append(&[Write::Rename {
-            tree: 1,
-            name: "renamed".into(),
-        }])
-        .unwrap()
-        .unwrap();
+        j.append(&[Write::Rename { tree: 1, name: "renamed".into() }]).unwrap().unwrap();
         j.append(&[Write::Tree(tree_row(2, "second"))]).unwrap().unwrap();
     }
 
@@ -1388,17 +1335,9 @@ mod journal_tests {
     /// stops it too, pointing at `data repair`. Neither sets anything aside.
     #[test]
     fn a_group_that_does_not_apply_stops_start_up_by_its_cause() {
-        let groups = || {
-            vec![
-                (5, vec![Write::Tree(tree_row(1, "a"))]),
-                (6, vec![Write::Tree(tree_row(2, "b"))]),
-            ]
-        };
+        let groups = || vec![(5, vec![Write::Tree(tree_row(1, "a"))]), (6, vec![Write::Tree(tree_row(2, "b"))])];
         let path = Path::new("/data/simtree.journal");
-        let mut full = Flaky {
-            fail: true,
-            ..Flaky::default()
-        };
+        let mut full = Flaky { fail: true, ..Flaky::default() };
         let u = apply_groups(&mut full, groups(), 4).expect_err("not applied");
         assert_eq!((u.seq, u.applied), (5, 4));
         let e = u.at_start_up(path, 2);
@@ -1409,14 +1348,8 @@ mod journal_tests {
                 && e.message().contains("disk full"),
             "{e}"
         );
-        let mut refusing = Flaky {
-            refuse: true,
-            ..Flaky::default()
-        };
-        let e = apply_groups(&mut refusing, groups(), 4)
-            .err()
-            .unwrap()
-            .at_start_up(path, 2);
+        let mut refusing = Flaky { refuse: true, ..Flaky::default() };
+        let e = apply_groups(&mut refusing, groups(), 4).err().unwrap().at_start_up(path, 2);
         assert!(!e.is_transient(), "{e:?}");
         assert!(e.message().contains("simtree data repair --data /data"), "{e}");
         let mut fine = Flaky::default();
@@ -1445,10 +1378,7 @@ mod journal_tests {
             drop(store);
             let report = check::check(&dir).unwrap();
             assert!(
-                report
-                    .problems
-                    .iter()
-                    .any(|p| p.contains("acknowledged group(s) the database does not have")),
+                report.problems.iter().any(|p| p.contains("acknowledged group(s) the database does not have")),
                 "{report:?}"
             );
             let done = check::repair(&dir).unwrap();
@@ -1484,10 +1414,7 @@ mod journal_tests {
         bytes[record + 30] ^= 0x40;
         std::fs::write(&path, &bytes).unwrap();
         let e = Store::open_sqlite(&dir).err().expect("start-up stops");
-        assert!(
-            e.message().contains("is damaged") && e.message().contains("simtree data repair"),
-            "{e}"
-        );
+        assert!(e.message().contains("is damaged") && e.message().contains("simtree data repair"), "{e}");
         let report = check::check(&dir).unwrap();
         assert_eq!(report.pending, 1, "{report:?}");
         assert!(report.problems.iter().any(|p| p.contains("is damaged")), "{report:?}");
@@ -1573,11 +1500,7 @@ mod journal_tests {
             let all = store.read(move |db| db.nodes(tree)).unwrap().rows;
             for id in 0..5 {
                 let one = store.read(move |db| db.node(tree, id)).unwrap();
-                assert_eq!(
-                    one.as_ref(),
-                    all.iter().find(|r| r.id == id),
-                    "node {id} of tree {tree}"
-                );
+                assert_eq!(one.as_ref(), all.iter().find(|r| r.id == id), "node {id} of tree {tree}");
             }
         }
         drop(store);
@@ -1653,29 +1576,18 @@ mod journal_tests {
     fn an_attempt_whose_commit_fails_is_dropped_and_the_writes_before_it_are_retried() {
         let mut c = Committer::new(None);
         let mut db = Flaky::default();
-        let rename = |name: &str| Write::Rename {
-            tree: 1,
-            name: name.into(),
-        };
+        let rename = |name: &str| Write::Rename { tree: 1, name: name.into() };
         let heard = Arc::new(Mutex::new(Vec::new()));
         db.fail = true;
-        let (result, stored) = c.commit_with(
-            &mut db,
-            &mut vec![rename("queued")],
-            &mut vec![waiter(&heard)],
-            vec![rename("attempt")],
-        );
+        let (result, stored) =
+            c.commit_with(&mut db, &mut vec![rename("queued")], &mut vec![waiter(&heard)], vec![rename("attempt")]);
         assert!(result.is_err() && stored.is_empty());
         assert_eq!(*heard.lock().unwrap(), [false]);
         assert_eq!(c.retained.len(), 1, "the queued write is kept, the attempt is not");
         db.fail = false;
         let (result, stored) = c.commit_with(&mut db, &mut Vec::new(), &mut Vec::new(), vec![rename("again")]);
         assert!(result.is_ok());
-        assert_eq!(
-            stored.len(),
-            1,
-            "what was stored comes back (deletions are recorded from it)"
-        );
+        assert_eq!(stored.len(), 1, "what was stored comes back (deletions are recorded from it)");
         assert!(c.retained.is_empty());
         assert_eq!(db.applied.len(), 2);
         assert!(db.applied[0].contains("\"queued\"") && db.applied[1].contains("\"again\""));
@@ -1697,10 +1609,7 @@ mod journal_tests {
         let mut db = Flaky::default();
         let heard = Arc::new(Mutex::new(Vec::new()));
         let heard_now = |h: &Arc<Mutex<Vec<bool>>>| h.lock().unwrap().clone();
-        let rename = |name: &str| Write::Rename {
-            tree: 1,
-            name: name.into(),
-        };
+        let rename = |name: &str| Write::Rename { tree: 1, name: name.into() };
         // A flush through the journal needs no commit: it queues the group's mark.
         let mut queue = Vec::new();
         front.write(&mailbox, rename("a")).unwrap();
@@ -1709,18 +1618,7 @@ mod journal_tests {
         assert_eq!((queue.len(), c.last_seq), (1, Some(1)));
         // Log entries queued after it; the group commit fails: every write is kept with the
         // mark (the entries belong to a run whose end may still be acknowledged).
-        front
-            .write(
-                &mailbox,
-                Write::Log {
-                    tree: 1,
-                    node: 1,
-                    index: 0,
-                    count: 1,
-                    entries: "x".into(),
-                },
-            )
-            .unwrap();
+        front.write(&mailbox, Write::Log { tree: 1, node: 1, index: 0, count: 1, entries: "x".into() }).unwrap();
         drain(&mailbox, &mut queue, &mut c);
         db.fail = true;
         c.commit(&mut db, &mut queue, &mut Vec::new());

@@ -45,9 +45,7 @@ pub(super) fn unpack(bytes: &[u8]) -> StoreResult<Vec<u8>> {
     };
     let size = size as usize;
     if size > MAX_UNPACKED {
-        return Err(StoreError::Corrupt(format!(
-            "corrupt packed data: it claims {size} bytes"
-        )));
+        return Err(StoreError::Corrupt(format!("corrupt packed data: it claims {size} bytes")));
     }
     let out = lz4_flex::block::decompress(block, size)
         .map_err(|e| StoreError::Corrupt(format!("corrupt packed data: {e}")))?;
@@ -78,9 +76,7 @@ fn inflate(bytes: &[u8]) -> StoreResult<Vec<u8>> {
             }
             if out.len() < out.capacity() && (d.total_in(), d.total_out()) == (read, written) {
                 // Room to write and nothing consumed: the stream ends before its last block.
-                return Err(StoreError::Corrupt(
-                    "corrupt compressed data: the stream is cut short".into(),
-                ));
+                return Err(StoreError::Corrupt("corrupt compressed data: the stream is cut short".into()));
             }
             if out.len() == out.capacity() {
                 out.reserve(out.capacity());
@@ -132,18 +128,12 @@ mod tests {
         assert!(unpack(&packed[..packed.len() / 2]).is_err(), "a cut block is an error");
         assert!(unpack(&[LZ4_MARK, 1]).is_err(), "no size");
         assert!(unpack(&[LZ4_CRC_MARK, 1, 0, 0, 0, 1]).is_err(), "no checksum");
-        assert!(
-            unpack(&[LZ4_MARK, 0xff, 0xff, 0xff, 0xff, 0]).is_err(),
-            "an absurd size"
-        );
+        assert!(unpack(&[LZ4_MARK, 0xff, 0xff, 0xff, 0xff, 0]).is_err(), "an absurd size");
         assert!(unpack(&[0xff, 0xff, 0xff]).is_err(), "garbage is an error");
         let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
         e.write_all(&[1u8; 10_000]).unwrap();
         let old = e.finish().unwrap();
-        assert!(
-            unpack(&old[..old.len() / 2]).is_err(),
-            "a cut deflate stream is an error"
-        );
+        assert!(unpack(&old[..old.len() / 2]).is_err(), "a cut deflate stream is an error");
         assert_eq!(unpack(&pack(b"after errors")).unwrap(), b"after errors");
     }
 }

@@ -145,9 +145,7 @@ impl Postgres {
             return Ok(());
         }
         if self.in_tx {
-            return Err(StoreError::Io(
-                "postgresql: the connection was lost in a transaction".into(),
-            ));
+            return Err(StoreError::Io("postgresql: the connection was lost in a transaction".into()));
         }
         let now = std::time::Instant::now();
         if now < self.retry_at {
@@ -242,11 +240,7 @@ async fn pipelined<T>(mut answers: Vec<Pending<'_, T>>) -> Vec<Result<T, tokio_p
         while next < out.len() && out[next].is_some() {
             next += 1;
         }
-        if next == out.len() {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
+        if next == out.len() { Poll::Ready(()) } else { Poll::Pending }
     })
     .await;
     out.into_iter().flatten().collect()
@@ -286,21 +280,13 @@ impl Sql for Postgres {
                     .map(|c| {
                         let ty = row.columns()[c].type_().clone();
                         Ok(if ty == Type::INT8 {
-                            row.try_get::<_, Option<i64>>(c)
-                                .map_err(err)?
-                                .map_or(Cell::Null, Cell::Int)
+                            row.try_get::<_, Option<i64>>(c).map_err(err)?.map_or(Cell::Null, Cell::Int)
                         } else if ty == Type::INT4 {
-                            row.try_get::<_, Option<i32>>(c)
-                                .map_err(err)?
-                                .map_or(Cell::Null, |v| Cell::Int(v.into()))
+                            row.try_get::<_, Option<i32>>(c).map_err(err)?.map_or(Cell::Null, |v| Cell::Int(v.into()))
                         } else if ty == Type::BYTEA {
-                            row.try_get::<_, Option<Vec<u8>>>(c)
-                                .map_err(err)?
-                                .map_or(Cell::Null, Cell::Blob)
+                            row.try_get::<_, Option<Vec<u8>>>(c).map_err(err)?.map_or(Cell::Null, Cell::Blob)
                         } else {
-                            row.try_get::<_, Option<String>>(c)
-                                .map_err(err)?
-                                .map_or(Cell::Null, Cell::Text)
+                            row.try_get::<_, Option<String>>(c).map_err(err)?.map_or(Cell::Null, Cell::Text)
                         })
                     })
                     .collect()
@@ -313,9 +299,7 @@ impl Sql for Postgres {
             // Never on a new connection: a COMMIT there would succeed and commit nothing.
             if self.client.is_closed() {
                 return match sql {
-                    "COMMIT" => Err(StoreError::Io(
-                        "postgresql: the connection was lost in a transaction".into(),
-                    )),
+                    "COMMIT" => Err(StoreError::Io("postgresql: the connection was lost in a transaction".into())),
                     _ => Ok(()),
                 };
             }
@@ -408,10 +392,8 @@ impl Postgres {
             .iter()
             .map(|(sql, p)| &self.prepared[&(sql.clone(), p.iter().map(|o| o.typed().1).collect::<Vec<_>>())])
             .collect();
-        let params: Vec<Vec<&(dyn ToSql + Sync)>> = queued
-            .iter()
-            .map(|(_, p)| p.iter().map(|o| o.typed().0).collect())
-            .collect();
+        let params: Vec<Vec<&(dyn ToSql + Sync)>> =
+            queued.iter().map(|(_, p)| p.iter().map(|o| o.typed().0).collect()).collect();
         let mut answers: Vec<Answer<'_>> = Vec::with_capacity(queued.len() + 2);
         answers.push(Box::pin(client.execute_typed("BEGIN", &[])));
         for (stmt, p) in statements.into_iter().zip(&params) {
@@ -448,15 +430,8 @@ impl Listening {
     pub(crate) fn connect(url: &str, channels: &'static [&'static str]) -> StoreResult<Listening> {
         let rt = runtime()?;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut l = Listening {
-            rt,
-            url: url.to_string(),
-            channels,
-            client: None,
-            tx,
-            rx,
-            retry_at: std::time::Instant::now(),
-        };
+        let mut l =
+            Listening { rt, url: url.to_string(), channels, client: None, tx, rx, retry_at: std::time::Instant::now() };
         l.open().map_err(err)?;
         Ok(l)
     }
@@ -508,9 +483,7 @@ impl Listening {
             }
         }
         let rx = &mut self.rx;
-        let first = self
-            .rt
-            .block_on(async { tokio::time::timeout(timeout, rx.recv()).await });
+        let first = self.rt.block_on(async { tokio::time::timeout(timeout, rx.recv()).await });
         let mut out: Vec<String> = first.ok().flatten().into_iter().collect();
         while let Ok(more) = self.rx.try_recv() {
             out.push(more);

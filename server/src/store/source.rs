@@ -55,16 +55,11 @@ pub(crate) fn encode_state(
     dedupe: Option<Dedupe>,
 ) -> (StoreResult<EncodedState>, Option<Dedupe>) {
     let (json, chunks, dedupe) = write_chunks(node, dedupe, || serde_json::to_vec(sim));
-    let encoded = json
-        .map_err(|e| StoreError::Corrupt(format!("node {node}: state: {e}")))
-        .map(|json| EncodedState {
-            data: pack(&[&[STATE_TAG, STATE_FORMAT][..], &json].concat()),
-            raw_len: json.len() + chunks.iter().map(|c| c.data.len()).sum::<usize>(),
-            chunks: chunks
-                .into_iter()
-                .map(|NewChunk { key, data }| (key, pack(&data)))
-                .collect(),
-        });
+    let encoded = json.map_err(|e| StoreError::Corrupt(format!("node {node}: state: {e}"))).map(|json| EncodedState {
+        data: pack(&[&[STATE_TAG, STATE_FORMAT][..], &json].concat()),
+        raw_len: json.len() + chunks.iter().map(|c| c.data.len()).sum::<usize>(),
+        chunks: chunks.into_iter().map(|NewChunk { key, data }| (key, pack(&data))).collect(),
+    });
     (encoded, dedupe)
 }
 
@@ -92,10 +87,7 @@ pub struct Pressure {
 
 impl Pressure {
     pub(crate) fn new(budget: usize) -> Pressure {
-        Pressure {
-            threshold: (budget / 8).max(1),
-            ..Pressure::default()
-        }
+        Pressure { threshold: (budget / 8).max(1), ..Pressure::default() }
     }
 
     /// Counts `bytes` brought in; wakes the sweeper when they pass the threshold.
@@ -178,11 +170,7 @@ mod format_tests {
 
     #[test]
     fn a_state_row_names_its_format_and_rows_without_one_are_format_1() {
-        assert_eq!(
-            state_json(b"{\"a\":1}"),
-            Ok((1, &b"{\"a\":1}"[..])),
-            "written before formats had numbers"
-        );
+        assert_eq!(state_json(b"{\"a\":1}"), Ok((1, &b"{\"a\":1}"[..])), "written before formats had numbers");
         assert_eq!(state_json(b"\x01\x01{}"), Ok((1, &b"{}"[..])));
         assert_eq!(state_json(b"\x01\x09{}"), Err(StateFormatError::Newer(9)));
         assert_eq!(state_json(b"\x01"), Err(StateFormatError::Cut));

@@ -35,13 +35,7 @@ pub(crate) fn enqueue<S: Sql>(
             "INSERT INTO jobs (tree, node, kind, payload, status, attempts, max_attempts, created, updated)
              VALUES ($1, $2, $3, $4, 'queued', 0, $5, {now}, {now}) ON CONFLICT (tree, node) DO NOTHING"
         ),
-        &[
-            i(tree),
-            i(node),
-            P::Text(kind),
-            P::Text(payload),
-            i(max_attempts.max(1)),
-        ],
+        &[i(tree), i(node), P::Text(kind), P::Text(payload), i(max_attempts.max(1))],
     )?;
     sql.write(&format!("SELECT pg_notify('{CHANNEL}', '{QUEUED}')"), &[])
 }
@@ -173,11 +167,7 @@ const NODE_COLUMNS: &str =
 /// [`NODE_COLUMNS`] of the table named `alias` in a query (`n.tree, n.id, …`), for a query that
 /// reads a node's record beside other columns ([`node_of`]).
 pub(super) fn node_columns_of(alias: &str) -> String {
-    NODE_COLUMNS
-        .split(", ")
-        .map(|c| format!("{alias}.{c}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    NODE_COLUMNS.split(", ").map(|c| format!("{alias}.{c}")).collect::<Vec<_>>().join(", ")
 }
 
 /// The node record in the next cells of a row, as [`NODE_COLUMNS`] hold it: `None` when there
@@ -327,11 +317,7 @@ fn parse_enum<T: serde::de::DeserializeOwned>(s: &str) -> StoreResult<T> {
 
 impl<S: Sql> Db<S> {
     pub(crate) fn new(sql: S) -> Db<S> {
-        Db {
-            sql,
-            lease: None,
-            lease_lost: None,
-        }
+        Db { sql, lease: None, lease_lost: None }
     }
 
     /// Takes the server lease `me` (after [`Self::migrate`]); while another process holds it,
@@ -374,14 +360,12 @@ impl<S: Sql> Db<S> {
 
     /// Brings the schema up to version `version` (tests start from an earlier one).
     fn migrate_to(&mut self, version: usize) -> StoreResult<()> {
-        self.sql
-            .batch("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")?;
+        self.sql.batch("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")?;
         let rows = self.sql.query("SELECT version FROM schema_version", &[])?;
         let current = match rows.first() {
             Some(r) => r[0].int()?,
             None => {
-                self.sql
-                    .execute("INSERT INTO schema_version (version) VALUES (0)", &[])?;
+                self.sql.execute("INSERT INTO schema_version (version) VALUES (0)", &[])?;
                 0
             }
         };
@@ -393,14 +377,10 @@ impl<S: Sql> Db<S> {
         let mut index_logs = false;
         for (n, m) in MIGRATIONS.iter().enumerate().take(version).skip(current as usize) {
             index_logs |= m.contains("{search}");
-            let ddl = m
-                .replace("{blob}", self.sql.blob_type())
-                .replace("{search}", self.sql.fts().ddl);
+            let ddl = m.replace("{blob}", self.sql.blob_type()).replace("{search}", self.sql.fts().ddl);
             self.sql.batch("BEGIN")?;
             let applied = self.sql.batch(&ddl).and_then(|()| {
-                self.sql
-                    .execute("UPDATE schema_version SET version = $1", &[P::Int(n as i64 + 1)])
-                    .map(drop)
+                self.sql.execute("UPDATE schema_version SET version = $1", &[P::Int(n as i64 + 1)]).map(drop)
             });
             match applied {
                 Ok(()) => self.sql.batch("COMMIT")?,
@@ -484,10 +464,7 @@ impl<S: Sql> Db<S> {
                 reserve_tree(sql, t.id)?;
             }
             Write::ImportBegin { tree } => {
-                sql.write(
-                    "INSERT INTO imports (tree) VALUES ($1) ON CONFLICT (tree) DO NOTHING",
-                    &[i(*tree)],
-                )?;
+                sql.write("INSERT INTO imports (tree) VALUES ($1) ON CONFLICT (tree) DO NOTHING", &[i(*tree)])?;
                 reserve_tree(sql, *tree)?;
             }
             Write::ImportEnd { tree } => {
@@ -496,12 +473,7 @@ impl<S: Sql> Db<S> {
             Write::Rename { tree, name } => {
                 sql.write("UPDATE trees SET name = $1 WHERE id = $2", &[P::Text(name), i(*tree)])?;
             }
-            Write::Touch {
-                tree,
-                last_activity,
-                seq,
-                nodes,
-            } => {
+            Write::Touch { tree, last_activity, seq, nodes } => {
                 sql.write(
                     "UPDATE trees SET last_activity = $1, seq = $2, nodes = $3 WHERE id = $4",
                     &[i(*last_activity), i(*seq), i(*nodes), i(*tree)],
@@ -545,13 +517,7 @@ impl<S: Sql> Db<S> {
                     ],
                 )?;
             }
-            Write::Log {
-                tree,
-                node,
-                index,
-                entries,
-                ..
-            } => {
+            Write::Log { tree, node, index, entries, .. } => {
                 sql.write(
                     "INSERT INTO logs (tree, node, idx, entries, crc) VALUES ($1, $2, $3, $4, $5)
                      ON CONFLICT (tree, node, idx) DO UPDATE SET entries = excluded.entries, crc = excluded.crc",
@@ -566,12 +532,7 @@ impl<S: Sql> Db<S> {
                 let text = index_text(entries.split('\n'));
                 put_text(sql, *tree, *node, "event", *index, &text)?;
             }
-            Write::State {
-                tree,
-                node,
-                data,
-                chunks,
-            } => {
+            Write::State { tree, node, data, chunks } => {
                 for (key, bytes) in chunks {
                     sql.write(
                         "INSERT INTO chunks (tree, node, ord, data) VALUES ($1, $2, $3, $4)
@@ -586,23 +547,11 @@ impl<S: Sql> Db<S> {
                 )?;
             }
             Write::DeleteNodes { tree, nodes } => {
-                for table in [
-                    "nodes",
-                    "states",
-                    "chunks",
-                    "logs",
-                    "annotations",
-                    "texts",
-                    "asks",
-                    "jobs",
-                    "job_calls",
-                ] {
+                for table in ["nodes", "states", "chunks", "logs", "annotations", "texts", "asks", "jobs", "job_calls"]
+                {
                     let col = if table == "nodes" { "id" } else { "node" };
                     for list in id_lists(nodes) {
-                        sql.write(
-                            &format!("DELETE FROM {table} WHERE tree = $1 AND {col} IN ({list})"),
-                            &[i(*tree)],
-                        )?;
+                        sql.write(&format!("DELETE FROM {table} WHERE tree = $1 AND {col} IN ({list})"), &[i(*tree)])?;
                     }
                 }
             }
@@ -655,12 +604,7 @@ impl<S: Sql> Db<S> {
             Write::DeleteDataset { name } => {
                 sql.write("DELETE FROM datasets WHERE name = $1", &[P::Text(name)])?;
             }
-            Write::SaveScenario {
-                id,
-                version,
-                saved,
-                body,
-            } => {
+            Write::SaveScenario { id, version, saved, body } => {
                 sql.write(
                     "INSERT INTO scenarios (id, version, saved, body) VALUES ($1, $2, $3, $4)
                      ON CONFLICT (id, version) DO UPDATE SET saved = excluded.saved, body = excluded.body",
@@ -676,11 +620,7 @@ impl<S: Sql> Db<S> {
             Write::DeleteScenario { id } => {
                 sql.write("DELETE FROM scenarios WHERE id = $1", &[P::Text(id)])?;
             }
-            Write::Origin {
-                tree,
-                scenario,
-                version,
-            } => {
+            Write::Origin { tree, scenario, version } => {
                 sql.write(
                     "INSERT INTO origins (tree, scenario, version) VALUES ($1, $2, $3)
                      ON CONFLICT (tree) DO UPDATE SET scenario = excluded.scenario, version = excluded.version",
@@ -706,11 +646,7 @@ impl<S: Sql> Db<S> {
                     None => Default::default(),
                 };
                 let tags = a.tags.join(" ");
-                for (kind, text) in [
-                    ("title", a.title.as_deref()),
-                    ("note", a.note.as_deref()),
-                    ("tag", Some(&tags)),
-                ] {
+                for (kind, text) in [("title", a.title.as_deref()), ("note", a.note.as_deref()), ("tag", Some(&tags))] {
                     put_text(sql, *tree, *node, kind, 0, text.unwrap_or(""))?;
                 }
             }
@@ -720,20 +656,10 @@ impl<S: Sql> Db<S> {
                     &[P::OptText(description.as_deref()), i(*tree)],
                 )?;
             }
-            Write::Job {
-                tree,
-                node,
-                kind,
-                payload,
-                max_attempts,
-            } => enqueue(sql, *tree, *node, kind, payload, *max_attempts)?,
-            Write::Text {
-                tree,
-                node,
-                kind,
-                ord,
-                body,
-            } => put_text(sql, *tree, *node, kind, *ord, body)?,
+            Write::Job { tree, node, kind, payload, max_attempts } => {
+                enqueue(sql, *tree, *node, kind, payload, *max_attempts)?
+            }
+            Write::Text { tree, node, kind, ord, body } => put_text(sql, *tree, *node, kind, *ord, body)?,
             Write::Ask { tree, node, seq, body } => {
                 sql.write(
                     "INSERT INTO asks (tree, node, seq, body) VALUES ($1, $2, $3, $4)
@@ -797,16 +723,12 @@ pub(crate) fn index_text<'a>(entries: impl Iterator<Item = &'a str>) -> String {
 
 /// `ids` as comma-separated lists of at most 500, for `IN (…)` (numbers only: no injection).
 fn id_lists(ids: &[u64]) -> impl Iterator<Item = String> + '_ {
-    ids.chunks(500)
-        .map(|batch| batch.iter().map(u64::to_string).collect::<Vec<_>>().join(","))
+    ids.chunks(500).map(|batch| batch.iter().map(u64::to_string).collect::<Vec<_>>().join(","))
 }
 
 /// Keeps the stored next tree id past `tree` (it never goes down).
 fn reserve_tree<S: Sql>(sql: &mut S, tree: u64) -> StoreResult<()> {
-    sql.write(
-        "UPDATE counters SET value = $1 WHERE name = 'next_tree' AND value < $1",
-        &[i(tree + 1)],
-    )
+    sql.write("UPDATE counters SET value = $1 WHERE name = 'next_tree' AND value < $1", &[i(tree + 1)])
 }
 
 /// Deletes every row of a tree, and its import marker.
@@ -838,11 +760,7 @@ fn delete_tree<S: Sql>(sql: &mut S, tree: u64) -> StoreResult<()> {
 /// Log rows read as `idx, entries, crc`.
 fn log_rows(rows: Vec<Vec<Cell>>) -> StoreResult<Vec<LogRow>> {
     each(rows, |next| {
-        Ok(LogRow {
-            index: next().int()? as u64,
-            entries: next().text()?,
-            crc: next().opt_int()?.map(|c| c as u32),
-        })
+        Ok(LogRow { index: next().int()? as u64, entries: next().text()?, crc: next().opt_int()?.map(|c| c as u32) })
     })
 }
 
@@ -885,10 +803,8 @@ impl<S: Sql> Database for Db<S> {
     }
 
     fn nodes(&mut self, tree: u64) -> StoreResult<NodeRows> {
-        let rows = self.sql.query(
-            &format!("SELECT {NODE_COLUMNS} FROM nodes WHERE tree = $1 ORDER BY id"),
-            &[i(tree)],
-        )?;
+        let rows =
+            self.sql.query(&format!("SELECT {NODE_COLUMNS} FROM nodes WHERE tree = $1 ORDER BY id"), &[i(tree)])?;
         let mut out = NodeRows::default();
         for (stored, crc) in each(rows, StoredNode::read)? {
             let id = stored.id;
@@ -903,22 +819,15 @@ impl<S: Sql> Database for Db<S> {
     // (The trait's default reads the whole tree's records: a job's worker and its leader each
     // read one node per job, which grew with the tree.)
     fn node(&mut self, tree: u64, node: u64) -> StoreResult<Option<NodeRow>> {
-        let rows = self.sql.query(
-            &format!("SELECT {NODE_COLUMNS} FROM nodes WHERE tree = $1 AND id = $2"),
-            &[i(tree), i(node)],
-        )?;
+        let rows = self
+            .sql
+            .query(&format!("SELECT {NODE_COLUMNS} FROM nodes WHERE tree = $1 AND id = $2"), &[i(tree), i(node)])?;
         Ok(each(rows, node_of)?.into_iter().next().flatten())
     }
 
     fn state(&mut self, tree: u64, node: u64) -> StoreResult<Option<Vec<u8>>> {
-        let rows = self.sql.query(
-            "SELECT data FROM states WHERE tree = $1 AND node = $2",
-            &[i(tree), i(node)],
-        )?;
-        rows.into_iter()
-            .next()
-            .map(|r| r.into_iter().next().unwrap_or(Cell::Null).blob())
-            .transpose()
+        let rows = self.sql.query("SELECT data FROM states WHERE tree = $1 AND node = $2", &[i(tree), i(node)])?;
+        rows.into_iter().next().map(|r| r.into_iter().next().unwrap_or(Cell::Null).blob()).transpose()
     }
 
     fn chunks(&mut self, tree: u64, nodes: &[u64]) -> StoreResult<Vec<(ChunkKey, Vec<u8>)>> {
@@ -956,21 +865,13 @@ impl<S: Sql> Database for Db<S> {
     }
 
     fn sweeps(&mut self, tree: u64) -> StoreResult<Vec<String>> {
-        let rows = self
-            .sql
-            .query("SELECT body FROM sweeps WHERE tree = $1 ORDER BY id", &[i(tree)])?;
-        rows.into_iter()
-            .map(|r| r.into_iter().next().unwrap_or(Cell::Null).text())
-            .collect()
+        let rows = self.sql.query("SELECT body FROM sweeps WHERE tree = $1 ORDER BY id", &[i(tree)])?;
+        rows.into_iter().map(|r| r.into_iter().next().unwrap_or(Cell::Null).text()).collect()
     }
 
     fn explores(&mut self, tree: u64) -> StoreResult<Vec<String>> {
-        let rows = self
-            .sql
-            .query("SELECT body FROM explores WHERE tree = $1 ORDER BY id", &[i(tree)])?;
-        rows.into_iter()
-            .map(|r| r.into_iter().next().unwrap_or(Cell::Null).text())
-            .collect()
+        let rows = self.sql.query("SELECT body FROM explores WHERE tree = $1 ORDER BY id", &[i(tree)])?;
+        rows.into_iter().map(|r| r.into_iter().next().unwrap_or(Cell::Null).text()).collect()
     }
 
     fn trees_with_jobs_left(&mut self) -> StoreResult<Vec<u64>> {
@@ -992,22 +893,14 @@ impl<S: Sql> Database for Db<S> {
     }
 
     fn tree_money(&mut self, tree: u64) -> StoreResult<Option<f64>> {
-        let rows = self
-            .sql
-            .query("SELECT money FROM tree_money WHERE tree = $1", &[i(tree)])?;
+        let rows = self.sql.query("SELECT money FROM tree_money WHERE tree = $1", &[i(tree)])?;
         match rows.into_iter().next().and_then(|r| r.into_iter().next()) {
             None => Ok(None),
             Some(cell) => {
                 let text = cell.text()?;
-                text.parse::<f64>()
-                    .ok()
-                    .filter(|m| m.is_finite() && *m > 0.0)
-                    .map(Some)
-                    .ok_or_else(|| {
-                        StoreError::Corrupt(format!(
-                            "tree {tree}: its money budget {text:?} is not a number of dollars"
-                        ))
-                    })
+                text.parse::<f64>().ok().filter(|m| m.is_finite() && *m > 0.0).map(Some).ok_or_else(|| {
+                    StoreError::Corrupt(format!("tree {tree}: its money budget {text:?} is not a number of dollars"))
+                })
             }
         }
     }
@@ -1022,9 +915,7 @@ impl<S: Sql> Database for Db<S> {
     }
 
     fn next_tree(&mut self) -> StoreResult<u64> {
-        let rows = self
-            .sql
-            .query("SELECT value FROM counters WHERE name = 'next_tree'", &[])?;
+        let rows = self.sql.query("SELECT value FROM counters WHERE name = 'next_tree'", &[])?;
         let counter = match rows.first().and_then(|r| r.first()) {
             Some(c) => c.int()? as u64,
             None => 0,
@@ -1073,9 +964,7 @@ impl<S: Sql> Database for Db<S> {
     }
 
     fn notify(&mut self, channel: &str, payload: &str) -> StoreResult<()> {
-        self.sql
-            .execute("SELECT pg_notify($1, $2)", &[P::Text(channel), P::Text(payload)])
-            .map(drop)
+        self.sql.execute("SELECT pg_notify($1, $2)", &[P::Text(channel), P::Text(payload)]).map(drop)
     }
 
     fn release_lease(&mut self) {
@@ -1091,10 +980,8 @@ impl<S: Sql> Database for Db<S> {
             "SELECT i.tree, (SELECT COUNT(*) FROM nodes n WHERE n.tree = i.tree) FROM imports i ORDER BY i.tree",
             &[],
         )?;
-        let found = rows
-            .into_iter()
-            .map(|r| Ok((r[0].int()? as u64, r[1].int()? as u64)))
-            .collect::<StoreResult<Vec<_>>>()?;
+        let found =
+            rows.into_iter().map(|r| Ok((r[0].int()? as u64, r[1].int()? as u64))).collect::<StoreResult<Vec<_>>>()?;
         if found.is_empty() {
             return Ok(found);
         }
@@ -1110,13 +997,8 @@ impl<S: Sql> Database for Db<S> {
     }
 
     fn document(&mut self, tree: u64) -> StoreResult<Option<String>> {
-        let rows = self
-            .sql
-            .query("SELECT body FROM documents WHERE tree = $1", &[i(tree)])?;
-        rows.into_iter()
-            .next()
-            .map(|r| r.into_iter().next().unwrap_or(Cell::Null).text())
-            .transpose()
+        let rows = self.sql.query("SELECT body FROM documents WHERE tree = $1", &[i(tree)])?;
+        rows.into_iter().next().map(|r| r.into_iter().next().unwrap_or(Cell::Null).text()).transpose()
     }
 
     fn dataset_names(&mut self) -> StoreResult<Vec<String>> {
@@ -1125,20 +1007,12 @@ impl<S: Sql> Database for Db<S> {
     }
 
     fn dataset(&mut self, name: &str) -> StoreResult<Option<String>> {
-        let rows = self
-            .sql
-            .query("SELECT body FROM datasets WHERE name = $1", &[P::Text(name)])?;
-        rows.into_iter()
-            .next()
-            .map(|r| r.into_iter().next().unwrap_or(Cell::Null).text())
-            .transpose()
+        let rows = self.sql.query("SELECT body FROM datasets WHERE name = $1", &[P::Text(name)])?;
+        rows.into_iter().next().map(|r| r.into_iter().next().unwrap_or(Cell::Null).text()).transpose()
     }
 
     fn scenarios(&mut self) -> StoreResult<Vec<ScenarioRow>> {
-        let rows = self.sql.query(
-            "SELECT id, version, saved, body FROM scenarios ORDER BY id, version",
-            &[],
-        )?;
+        let rows = self.sql.query("SELECT id, version, saved, body FROM scenarios ORDER BY id, version", &[])?;
         each(rows, |next| {
             Ok(ScenarioRow {
                 id: next().text()?,
@@ -1150,9 +1024,7 @@ impl<S: Sql> Database for Db<S> {
     }
 
     fn scenario_counters(&mut self) -> StoreResult<Vec<(String, u64)>> {
-        let rows = self
-            .sql
-            .query("SELECT name, value FROM counters WHERE name LIKE 'scenario:%'", &[])?;
+        let rows = self.sql.query("SELECT name, value FROM counters WHERE name LIKE 'scenario:%'", &[])?;
         each(rows, |next| {
             let name = next().text()?;
             let id = name.strip_prefix("scenario:").unwrap_or(&name).to_string();
@@ -1161,23 +1033,14 @@ impl<S: Sql> Database for Db<S> {
     }
 
     fn scenario_body(&mut self, id: &str, version: u64) -> StoreResult<Option<String>> {
-        let rows = self.sql.query(
-            "SELECT body FROM scenarios WHERE id = $1 AND version = $2",
-            &[P::Text(id), i(version)],
-        )?;
-        rows.into_iter()
-            .next()
-            .map(|r| r.into_iter().next().unwrap_or(Cell::Null).text())
-            .transpose()
+        let rows =
+            self.sql.query("SELECT body FROM scenarios WHERE id = $1 AND version = $2", &[P::Text(id), i(version)])?;
+        rows.into_iter().next().map(|r| r.into_iter().next().unwrap_or(Cell::Null).text()).transpose()
     }
 
     fn origin(&mut self, tree: u64) -> StoreResult<Option<(String, u64)>> {
-        let rows = self
-            .sql
-            .query("SELECT scenario, version FROM origins WHERE tree = $1", &[i(tree)])?;
-        Ok(each(rows, |next| Ok((next().text()?, next().int()? as u64)))?
-            .into_iter()
-            .next())
+        let rows = self.sql.query("SELECT scenario, version FROM origins WHERE tree = $1", &[i(tree)])?;
+        Ok(each(rows, |next| Ok((next().text()?, next().int()? as u64)))?.into_iter().next())
     }
 
     fn annotations(&mut self, tree: u64) -> StoreResult<Vec<(u64, String)>> {
@@ -1207,9 +1070,7 @@ impl<S: Sql> Database for Db<S> {
     fn texts(&mut self, ids: &[u64]) -> StoreResult<Vec<(u64, String)>> {
         let mut out = Vec::new();
         for list in id_lists(ids) {
-            let rows = self
-                .sql
-                .query(&format!("SELECT id, body FROM texts WHERE id IN ({list})"), &[])?;
+            let rows = self.sql.query(&format!("SELECT id, body FROM texts WHERE id IN ({list})"), &[])?;
             out.extend(each(rows, |next| Ok((next().int()? as u64, next().text()?)))?);
         }
         Ok(out)
@@ -1218,10 +1079,7 @@ impl<S: Sql> Database for Db<S> {
     fn interrupt_running(&mut self, keep: &[(u64, u64)]) -> StoreResult<u64> {
         // The status changes, so does the record's checksum. One that did not match stays as it
         // was (damage is never made to look intact); rows from before checksums keep none.
-        let rows = self.sql.query(
-            &format!("SELECT {NODE_COLUMNS} FROM nodes WHERE status = 'running'"),
-            &[],
-        )?;
+        let rows = self.sql.query(&format!("SELECT {NODE_COLUMNS} FROM nodes WHERE status = 'running'"), &[])?;
         let mut running = each(rows, StoredNode::read)?;
         running.retain(|(n, _)| !keep.contains(&(n.tree, n.id)));
         if running.is_empty() {
@@ -1269,10 +1127,7 @@ impl BudgetKey {
 /// given to the next one).
 fn budget_forget<S: Sql>(sql: &mut S, key: BudgetKey) -> StoreResult<()> {
     for table in ["budget_spent", "budget_holds"] {
-        sql.write(
-            &format!("DELETE FROM {table} WHERE tree = $1 AND part = $2"),
-            &[i(key.tree), i(key.part)],
-        )?;
+        sql.write(&format!("DELETE FROM {table} WHERE tree = $1 AND part = $2"), &[i(key.tree), i(key.part)])?;
     }
     Ok(())
 }
@@ -1298,10 +1153,7 @@ mod tests {
             )
             .unwrap();
         db.migrate().unwrap();
-        let spent = db
-            .sql
-            .query("SELECT tree, part, tokens, calls FROM budget_spent", &[])
-            .unwrap();
+        let spent = db.sql.query("SELECT tree, part, tokens, calls FROM budget_spent", &[]).unwrap();
         let cells: Vec<String> = spent[0].iter().map(|c| format!("{c:?}")).collect();
         assert_eq!(spent.len(), 1);
         assert_eq!(cells, ["Int(4)", "Int(0)", "Int(1200)", "Int(9)"]);
@@ -1329,10 +1181,7 @@ mod tests {
             node: 2,
             index,
             count,
-            entries: (index..index + count)
-                .map(|k| format!("{{\"e\":{k}}}"))
-                .collect::<Vec<_>>()
-                .join("\n"),
+            entries: (index..index + count).map(|k| format!("{{\"e\":{k}}}")).collect::<Vec<_>>().join("\n"),
         };
         db.apply(&[row(0, 3), row(3, 2), row(5, 1)]).unwrap();
         let starts = |from: u64, db: &mut Db<Sqlite>| -> Vec<u64> {

@@ -74,11 +74,7 @@ impl Sqlite {
             u64::from(INLINE_CHECKPOINT_PAGES) * 4096
         ))
         .map_err(err)?;
-        Ok(Sqlite {
-            conn,
-            probe: file.with_extension("probe"),
-            checkpointer: start_checkpointer(file),
-        })
+        Ok(Sqlite { conn, probe: file.with_extension("probe"), checkpointer: start_checkpointer(file) })
     }
 }
 
@@ -139,9 +135,7 @@ static FTS: Fts = Fts {
 impl Sql for Sqlite {
     fn execute(&mut self, sql: &str, params: &[P<'_>]) -> StoreResult<u64> {
         let mut stmt = self.conn.prepare_cached(sql).map_err(err)?;
-        stmt.execute(params_from_iter(params.iter().map(value)))
-            .map(|n| n as u64)
-            .map_err(err)
+        stmt.execute(params_from_iter(params.iter().map(value))).map(|n| n as u64).map_err(err)
     }
 
     fn query(&mut self, sql: &str, params: &[P<'_>]) -> StoreResult<Vec<Vec<Cell>>> {
@@ -189,10 +183,7 @@ impl Sql for Sqlite {
         });
         let _ = std::fs::remove_file(&self.probe);
         written.map_err(|e| {
-            StoreError::from_io(
-                format!("cannot write in the data folder ({}): {e}", self.probe.display()),
-                &e,
-            )
+            StoreError::from_io(format!("cannot write in the data folder ({}): {e}", self.probe.display()), &e)
         })
     }
 }

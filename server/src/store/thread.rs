@@ -29,12 +29,7 @@ pub(super) struct Committer {
 
 impl Committer {
     pub(super) fn new(front: Option<Arc<Front>>) -> Committer {
-        Committer {
-            front,
-            last_seq: None,
-            retained: Vec::new(),
-            fault: None,
-        }
+        Committer { front, last_seq: None, retained: Vec::new(), fault: None }
     }
 
     /// The writes queued so far are in the journal up to group `seq`.
@@ -106,11 +101,7 @@ impl Committer {
                 }
             }
         }
-        let attempted = if result.is_ok() {
-            all.split_off(kept)
-        } else {
-            Vec::new()
-        };
+        let attempted = if result.is_ok() { all.split_off(kept) } else { Vec::new() };
         all.clear();
         *writes = all;
         for f in flushes.drain(..) {
@@ -215,11 +206,7 @@ pub(super) fn run(
         }
         drop(fault);
         if let Some(lost) = db.lease_lost() {
-            mailbox
-                .lease_lost
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get_or_insert(lost);
+            mailbox.lease_lost.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(lost);
         }
     }
     c.commit(db, &mut writes, &mut flushes);
@@ -309,20 +296,8 @@ fn deletes_job_rows(w: &Write, (explore, tree, _): (bool, u64, u64)) -> bool {
 /// entries arrive one by one; a row holds a batch).
 pub(super) fn push_merged(writes: &mut Vec<Write>, w: Write) {
     if let (
-        Some(Write::Log {
-            tree: t0,
-            node: n0,
-            index: i0,
-            count: c0,
-            entries: e0,
-        }),
-        Write::Log {
-            tree,
-            node,
-            index,
-            count,
-            entries,
-        },
+        Some(Write::Log { tree: t0, node: n0, index: i0, count: c0, entries: e0 }),
+        Write::Log { tree, node, index, count, entries },
     ) = (writes.last_mut(), &w)
         && *t0 == *tree
         && *n0 == *node

@@ -131,15 +131,9 @@ pub(crate) enum DecisionError {
 /// tool names are ignored.
 pub(crate) fn extract_decision(calls: &[ToolCall]) -> Extracted {
     let Some(idx) = calls.iter().rposition(|c| c.name == SUBMIT_DECISION) else {
-        return Extracted {
-            call: None,
-            decision: Ok(Decision::hold()),
-        };
+        return Extracted { call: None, decision: Ok(Decision::hold()) };
     };
-    Extracted {
-        call: Some(idx),
-        decision: parse_decision(&calls[idx].arguments),
-    }
+    Extracted { call: Some(idx), decision: parse_decision(&calls[idx].arguments) }
 }
 
 /// Parses tool-call arguments into a Decision; the error names the JSON path at fault.
@@ -154,10 +148,7 @@ pub(crate) fn parse_decision(arguments: &Value) -> Result<Decision, DecisionErro
     };
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
-        DecisionError::Invalid {
-            path: (path != ".").then_some(path),
-            message: e.inner().to_string(),
-        }
+        DecisionError::Invalid { path: (path != ".").then_some(path), message: e.inner().to_string() }
     })
 }
 
@@ -170,10 +161,8 @@ pub(crate) fn tool_results(reply: &ModelReply, used: Option<usize>, result: &Dec
         let content = if Some(i) == used {
             serde_json::to_string(result).unwrap_or_default()
         } else if call.name == SUBMIT_DECISION {
-            serde_json::to_string(&DecisionResult::rejected(
-                "superseded by a later submit_decision call; not executed",
-            ))
-            .unwrap_or_default()
+            serde_json::to_string(&DecisionResult::rejected("superseded by a later submit_decision call; not executed"))
+                .unwrap_or_default()
         } else {
             format!("unknown tool '{}'; the only tool is {SUBMIT_DECISION}", call.name)
         };
@@ -227,10 +216,7 @@ pub(crate) fn case_message(invocation: &AgentInvocation) -> String {
         Some(n) => format!("{n} more decision points follow this one."),
         None => String::new(),
     };
-    format!(
-        "Decision point {}. {remaining}\nCase:\n```json\n{case}\n```",
-        invocation.case.case_id
-    )
+    format!("Decision point {}. {remaining}\nCase:\n```json\n{case}\n```", invocation.case.case_id)
 }
 
 /// One earlier decision point as the LLM agent remembers it: the model's reply and the answers
@@ -252,22 +238,13 @@ pub(crate) fn llm_request(system_prompt: &str, history: &[Arc<Exchange>], invoca
 fn request_ending(system_prompt: &str, history: &[Arc<Exchange>], last: String) -> ChatRequest {
     let mut messages = vec![Message::new(Role::System, system_prompt)];
     for ex in history {
-        messages.push(Message::new(
-            Role::User,
-            format!("Decision point {} (its case is no longer shown).", ex.case_id),
-        ));
-        messages.push(Message::assistant_calls(
-            ex.reply.text.as_str(),
-            ex.reply.tool_calls.clone(),
-        ));
+        messages
+            .push(Message::new(Role::User, format!("Decision point {} (its case is no longer shown).", ex.case_id)));
+        messages.push(Message::assistant_calls(ex.reply.text.as_str(), ex.reply.tool_calls.clone()));
         messages.extend(ex.results.iter().cloned());
     }
     messages.push(Message::new(Role::User, last));
-    ChatRequest {
-        messages,
-        tools: vec![submit_decision_tool()],
-        ..ChatRequest::default()
-    }
+    ChatRequest { messages, tools: vec![submit_decision_tool()], ..ChatRequest::default() }
 }
 
 /// The request an interview of the LLM agent sends: exactly the context its next decision
@@ -276,11 +253,7 @@ fn request_ending(system_prompt: &str, history: &[Arc<Exchange>], last: String) 
 /// call is allowed: an interview decides nothing. `None` for a rule-based agent, which has no
 /// model to ask.
 pub(crate) fn interview_request(spec: &AgentSpec, history: &[Arc<Exchange>], question: &str) -> Option<ChatRequest> {
-    let AgentSpec::Llm {
-        system_prompt,
-        history: keep,
-    } = spec
-    else {
+    let AgentSpec::Llm { system_prompt, history: keep } = spec else {
         return None;
     };
     let prompt = system_prompt.as_deref().unwrap_or(DEFAULT_SYSTEM_PROMPT);
@@ -315,11 +288,7 @@ pub(crate) async fn invoke(
             }],
         });
     }
-    let AgentSpec::Llm {
-        system_prompt,
-        history: keep,
-    } = spec
-    else {
+    let AgentSpec::Llm { system_prompt, history: keep } = spec else {
         unreachable!("every other kind has a rule decision")
     };
     let prompt = system_prompt.as_deref().unwrap_or(DEFAULT_SYSTEM_PROMPT);
@@ -436,16 +405,7 @@ impl ToolModel for MockToolModel {
 
 /// Tickers named by news items of the case, split by the tone of the item.
 fn news_tickers(case: &Value, tickers: &[String]) -> (Vec<String>, Vec<String>) {
-    const BAD: [&str; 8] = [
-        "recall",
-        "lawsuit",
-        "miss",
-        "fraud",
-        "downgrade",
-        "loss",
-        "probe",
-        "plunge",
-    ];
+    const BAD: [&str; 8] = ["recall", "lawsuit", "miss", "fraud", "downgrade", "loss", "probe", "plunge"];
     const GOOD: [&str; 6] = ["beat", "record", "upgrade", "surge", "approval", "growth"];
     let (mut bad, mut good) = (Vec::new(), Vec::new());
     for item in case["case_data"]["items"].as_array().into_iter().flatten() {
@@ -480,13 +440,8 @@ fn company(ticker: &str) -> Option<&'static str> {
 }
 
 fn mock_reply(request: &ChatRequest) -> ModelReply {
-    let last_user = request
-        .messages
-        .iter()
-        .rev()
-        .find(|m| m.role == Role::User)
-        .map(|m| m.content.as_ref())
-        .unwrap_or("");
+    let last_user =
+        request.messages.iter().rev().find(|m| m.role == Role::User).map(|m| m.content.as_ref()).unwrap_or("");
     let case = last_user
         .split_once("```json\n")
         .and_then(|(_, rest)| rest.split_once("\n```"))
@@ -495,10 +450,7 @@ fn mock_reply(request: &ChatRequest) -> ModelReply {
         return mock_interview(request, question);
     }
     let Some(case) = case else {
-        return ModelReply {
-            text: "Mock: no case found in the prompt; holding.".into(),
-            tool_calls: Vec::new(),
-        };
+        return ModelReply { text: "Mock: no case found in the prompt; holding.".into(), tool_calls: Vec::new() };
     };
     let case_id = case["case_id"].as_str().unwrap_or("?");
     let cash = case["portfolio"]["cash"].as_f64().unwrap_or(0.0);
@@ -530,9 +482,7 @@ fn mock_reply(request: &ChatRequest) -> ModelReply {
         .iter()
         .filter(|(t, change, _)| held(t) == 0 && !bad.contains(t) && (*change > 0.0 || good.contains(t)))
         .max_by(|a, b| {
-            (good.contains(&a.0), a.1)
-                .partial_cmp(&(good.contains(&b.0), b.1))
-                .unwrap_or(std::cmp::Ordering::Equal)
+            (good.contains(&a.0), a.1).partial_cmp(&(good.contains(&b.0), b.1)).unwrap_or(std::cmp::Ordering::Equal)
         });
     if let Some((t, _, price)) = best {
         let n = (cash * 0.3 / price).floor() as i64;
@@ -543,11 +493,7 @@ fn mock_reply(request: &ChatRequest) -> ModelReply {
     let summary = if orders.is_empty() {
         "nothing compelling, holding".to_owned()
     } else {
-        orders
-            .iter()
-            .map(|o| format!("{} {} {}", o.side.as_str(), o.quantity, o.ticker))
-            .collect::<Vec<_>>()
-            .join(", ")
+        orders.iter().map(|o| format!("{} {} {}", o.side.as_str(), o.quantity, o.ticker)).collect::<Vec<_>>().join(", ")
     };
     ModelReply {
         text: format!("Mock analysis of {case_id}: {summary}."),
@@ -567,14 +513,8 @@ fn mock_interview(request: &ChatRequest, question: &str) -> ModelReply {
         .iter()
         .rev()
         .find(|m| m.role == Role::Assistant && !m.content.is_empty())
-        .map_or_else(
-            || "I have made no decision yet".to_owned(),
-            |m| format!("My last word was: {}", m.content),
-        );
-    ModelReply {
-        text: format!("Mock trader, asked \"{question}\": {last}"),
-        tool_calls: Vec::new(),
-    }
+        .map_or_else(|| "I have made no decision yet".to_owned(), |m| format!("My last word was: {}", m.content));
+    ModelReply { text: format!("Mock trader, asked \"{question}\": {last}"), tool_calls: Vec::new() }
 }
 
 #[cfg(test)]
@@ -584,23 +524,13 @@ mod tests {
     use crate::trading::models::{CaseData, PortfolioSnapshot, PricePoint, StockData};
 
     fn call(name: &str, args: Value) -> ToolCall {
-        ToolCall {
-            id: Some(format!("c-{name}")),
-            name: name.into(),
-            arguments: args,
-        }
+        ToolCall { id: Some(format!("c-{name}")), name: name.into(), arguments: args }
     }
 
     #[test]
     fn no_call_is_a_hold() {
         let e = extract_decision(&[]);
-        assert_eq!(
-            e,
-            Extracted {
-                call: None,
-                decision: Ok(Decision::hold())
-            }
-        );
+        assert_eq!(e, Extracted { call: None, decision: Ok(Decision::hold()) });
         let e = extract_decision(&[call("get_case", json!({}))]);
         assert_eq!(e.call, None, "other tools do not count");
         assert_eq!(e.decision, Ok(Decision::hold()));
@@ -609,14 +539,8 @@ mod tests {
     #[test]
     fn several_calls_use_the_last() {
         let calls = [
-            call(
-                SUBMIT_DECISION,
-                json!({"orders": [{"ticker": "A", "side": "buy", "quantity": 1}]}),
-            ),
-            call(
-                SUBMIT_DECISION,
-                json!({"orders": [{"ticker": "B", "side": "sell", "quantity": 2}]}),
-            ),
+            call(SUBMIT_DECISION, json!({"orders": [{"ticker": "A", "side": "buy", "quantity": 1}]})),
+            call(SUBMIT_DECISION, json!({"orders": [{"ticker": "B", "side": "sell", "quantity": 2}]})),
             call("other", json!({})),
         ];
         let e = extract_decision(&calls);
@@ -628,10 +552,7 @@ mod tests {
     fn invalid_last_call_is_an_error_even_after_a_valid_one() {
         let calls = [
             call(SUBMIT_DECISION, json!({"orders": []})),
-            call(
-                SUBMIT_DECISION,
-                json!({"orders": [{"ticker": "A", "side": "hold", "quantity": 1}]}),
-            ),
+            call(SUBMIT_DECISION, json!({"orders": [{"ticker": "A", "side": "hold", "quantity": 1}]})),
         ];
         let e = extract_decision(&calls);
         assert_eq!(e.call, Some(1));
@@ -649,10 +570,7 @@ mod tests {
         let bad = extract_decision(&[call(SUBMIT_DECISION, json!("{orders: oops"))]);
         assert!(matches!(bad.decision, Err(DecisionError::NotJson(_))));
         let missing = extract_decision(&[call(SUBMIT_DECISION, json!({"orders": [{"ticker": "A"}]}))]);
-        assert_eq!(
-            missing.decision.unwrap_err().to_string(),
-            "orders[0]: missing field `side`"
-        );
+        assert_eq!(missing.decision.unwrap_err().to_string(), "orders[0]: missing field `side`");
         let extra = extract_decision(&[call(SUBMIT_DECISION, json!({"orders": [], "why": "x"}))]);
         assert!(extra.decision.unwrap_err().to_string().contains("unknown field `why`"));
         let not_object = extract_decision(&[call(SUBMIT_DECISION, json!([1]))]);
@@ -666,10 +584,7 @@ mod tests {
             tool_calls: vec![
                 call(SUBMIT_DECISION, json!({"orders": []})),
                 call("peek", json!({})),
-                ToolCall {
-                    id: Some("last".into()),
-                    ..call(SUBMIT_DECISION, json!({"orders": []}))
-                },
+                ToolCall { id: Some("last".into()), ..call(SUBMIT_DECISION, json!({"orders": []})) },
             ],
         };
         let result = DecisionResult::rejected("rejected, nothing executed: x");
@@ -692,37 +607,18 @@ mod tests {
         let b: AgentSpec = serde_json::from_value(json!({"kind": "buy_and_hold"})).unwrap();
         assert_eq!(b, AgentSpec::BuyAndHold);
         let l: AgentSpec = serde_json::from_value(json!({"kind": "llm", "system_prompt": "Be bold."})).unwrap();
-        assert_eq!(
-            l,
-            AgentSpec::Llm {
-                system_prompt: Some("Be bold.".into()),
-                history: 2
-            }
-        );
-        let err = serde_json::from_value::<AgentSpec>(json!({"kind": "momentum", "lookbak": 3}))
-            .unwrap_err()
-            .to_string();
+        assert_eq!(l, AgentSpec::Llm { system_prompt: Some("Be bold.".into()), history: 2 });
+        let err =
+            serde_json::from_value::<AgentSpec>(json!({"kind": "momentum", "lookbak": 3})).unwrap_err().to_string();
         assert!(err.contains("unknown field `lookbak`"), "{err}");
         for spec in [b, m, l, AgentSpec::from_kind("mean-reversion").unwrap()] {
             let back: AgentSpec = serde_json::from_value(serde_json::to_value(&spec).unwrap()).unwrap();
             assert_eq!(back, spec);
             assert_eq!(AgentSpec::from_kind(spec.kind()).unwrap().kind(), spec.kind());
         }
-        assert!(
-            AgentSpec::from_kind("oracle")
-                .unwrap_err()
-                .to_string()
-                .contains("known: buy_and_hold")
-        );
+        assert!(AgentSpec::from_kind("oracle").unwrap_err().to_string().contains("known: buy_and_hold"));
         assert!(AgentSpec::Momentum { lookback: 0 }.validate().is_err());
-        assert!(
-            AgentSpec::MeanReversion {
-                lookback: 5,
-                band: -1.0
-            }
-            .validate()
-            .is_err()
-        );
+        assert!(AgentSpec::MeanReversion { lookback: 5, band: -1.0 }.validate().is_err());
     }
 
     /// A case over tickers with the given closes (oldest first) and portfolio.
@@ -737,14 +633,7 @@ mod tests {
                     .collect();
                 let summary = crate::trading::models::IntervalPriceSummary::of(&bars);
                 let price = *closes.last().unwrap();
-                (
-                    t.to_string(),
-                    StockData {
-                        current_price: price,
-                        daily_bars: bars,
-                        interval_summary: summary,
-                    },
-                )
+                (t.to_string(), StockData { current_price: price, daily_bars: bars, interval_summary: summary })
             })
             .collect();
         Case {
@@ -752,10 +641,7 @@ mod tests {
             tickers: series.iter().map(|(t, _)| t.to_string()).collect(),
             case_data: CaseData::default(),
             stock_data,
-            portfolio: PortfolioSnapshot {
-                cash,
-                positions: held.iter().map(|(t, n)| (t.to_string(), *n)).collect(),
-            },
+            portfolio: PortfolioSnapshot { cash, positions: held.iter().map(|(t, n)| (t.to_string(), *n)).collect() },
             decision_point_idx: Some(0),
             information_cutoff_timestamp: Some("2020-01-09".into()),
         }
@@ -765,10 +651,7 @@ mod tests {
     fn buy_and_hold_invests_equally_once() {
         let c = case_with(&[("A", &[10.0]), ("B", &[30.0])], 1000.0, &[]);
         let d = rule_decision(&AgentSpec::BuyAndHold, &c).unwrap();
-        assert_eq!(
-            d.orders,
-            vec![Order::new("A", Side::Buy, 50), Order::new("B", Side::Buy, 16)]
-        );
+        assert_eq!(d.orders, vec![Order::new("A", Side::Buy, 50), Order::new("B", Side::Buy, 16)]);
         let c = case_with(&[("A", &[10.0]), ("B", &[30.0])], 20.0, &[("A", 50)]);
         assert_eq!(rule_decision(&AgentSpec::BuyAndHold, &c).unwrap(), Decision::hold());
     }
@@ -777,19 +660,12 @@ mod tests {
     fn momentum_sells_fallers_and_buys_risers_with_the_proceeds() {
         // A fell over 2 bars and is held; B rose and is not held; C rose and is held (kept).
         let c = case_with(
-            &[
-                ("A", &[12.0, 11.0, 10.0]),
-                ("B", &[20.0, 21.0, 25.0]),
-                ("C", &[5.0, 5.0, 6.0]),
-            ],
+            &[("A", &[12.0, 11.0, 10.0]), ("B", &[20.0, 21.0, 25.0]), ("C", &[5.0, 5.0, 6.0])],
             0.0,
             &[("A", 10), ("C", 3)],
         );
         let d = rule_decision(&AgentSpec::Momentum { lookback: 2 }, &c).unwrap();
-        assert_eq!(
-            d.orders,
-            vec![Order::new("A", Side::Sell, 10), Order::new("B", Side::Buy, 4)]
-        );
+        assert_eq!(d.orders, vec![Order::new("A", Side::Sell, 10), Order::new("B", Side::Buy, 4)]);
         let (r, _) = execute_decision(&d, &c, &c.portfolio);
         assert!(r.is_accepted(), "{}", r.message);
         // Too few bars: no signal.
@@ -800,16 +676,9 @@ mod tests {
     #[test]
     fn mean_reversion_buys_dips_and_exits_at_the_mean() {
         // A: mean 10, last 7 is far below; B held and back above its mean.
-        let c = case_with(
-            &[("A", &[11.0, 11.0, 11.0, 7.0]), ("B", &[10.0, 9.0, 9.0, 12.0])],
-            100.0,
-            &[("B", 2)],
-        );
+        let c = case_with(&[("A", &[11.0, 11.0, 11.0, 7.0]), ("B", &[10.0, 9.0, 9.0, 12.0])], 100.0, &[("B", 2)]);
         let d = rule_decision(&AgentSpec::MeanReversion { lookback: 4, band: 1.0 }, &c).unwrap();
-        assert_eq!(
-            d.orders,
-            vec![Order::new("B", Side::Sell, 2), Order::new("A", Side::Buy, 17)]
-        );
+        assert_eq!(d.orders, vec![Order::new("B", Side::Sell, 2), Order::new("A", Side::Buy, 17)]);
         let (r, _) = execute_decision(&d, &c, &c.portfolio);
         assert!(r.is_accepted(), "{}", r.message);
         let strict = rule_decision(&AgentSpec::MeanReversion { lookback: 4, band: 2.0 }, &c).unwrap();
@@ -817,12 +686,7 @@ mod tests {
     }
 
     fn invocation(case: Case) -> AgentInvocation {
-        AgentInvocation {
-            case,
-            episode_id: "e".into(),
-            agent_id: "llm".into(),
-            steps_remaining: Some(3),
-        }
+        AgentInvocation { case, episode_id: "e".into(), agent_id: "llm".into(), steps_remaining: Some(3) }
     }
 
     #[test]
@@ -830,10 +694,7 @@ mod tests {
         let c = case_with(&[("A", &[10.0, 11.0])], 1000.0, &[]);
         let history = vec![Arc::new(Exchange {
             case_id: "e:-1".into(),
-            reply: ModelReply {
-                text: "hi".into(),
-                tool_calls: vec![call(SUBMIT_DECISION, json!({"orders": []}))],
-            },
+            reply: ModelReply { text: "hi".into(), tool_calls: vec![call(SUBMIT_DECISION, json!({"orders": []}))] },
             results: vec![Message::tool_result(&call(SUBMIT_DECISION, json!({})), "{}")],
         })];
         let req = llm_request(DEFAULT_SYSTEM_PROMPT, &history, &invocation(c.clone()));
@@ -856,23 +717,14 @@ mod tests {
     fn llm_agent_keeps_only_its_history_window() {
         let c = case_with(&[("A", &[10.0, 11.0])], 1000.0, &[]);
         let history: Vec<Arc<Exchange>> = (0..5)
-            .map(|i| {
-                Arc::new(Exchange {
-                    case_id: format!("e:{i}"),
-                    reply: ModelReply::default(),
-                    results: vec![],
-                })
-            })
+            .map(|i| Arc::new(Exchange { case_id: format!("e:{i}"), reply: ModelReply::default(), results: vec![] }))
             .collect();
         let seen = std::sync::Mutex::new(Vec::new());
         let model = FnToolModel(|req: &ChatRequest| {
             seen.lock().unwrap().push(req.messages.len());
             Ok(ModelReply::default())
         });
-        let spec = AgentSpec::Llm {
-            system_prompt: Some("Custom.".into()),
-            history: 2,
-        };
+        let spec = AgentSpec::Llm { system_prompt: Some("Custom.".into()), history: 2 };
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let reply = rt.block_on(invoke(&spec, &history, &invocation(c), &model)).unwrap();
         assert_eq!(reply, ModelReply::default());
@@ -890,20 +742,12 @@ mod tests {
         assert_eq!(reply.tool_calls.len(), 1);
         let e = extract_decision(&reply.tool_calls);
         let d = e.decision.unwrap();
-        assert_eq!(
-            d.orders,
-            vec![Order::new("B", Side::Sell, 4), Order::new("A", Side::Buy, 25)]
-        );
+        assert_eq!(d.orders, vec![Order::new("B", Side::Sell, 4), Order::new("A", Side::Buy, 25)]);
         assert!(execute_decision(&d, &c, &c.portfolio).0.is_accepted());
         assert_eq!(reply.text, "Mock analysis of e:0: sell 4 B, buy 25 A.");
         // No case in the prompt: no call.
         let empty = ChatRequest::new(vec![Message::new(Role::User, "hello")]);
-        assert!(
-            rt.block_on(MockToolModel.complete(&empty))
-                .unwrap()
-                .tool_calls
-                .is_empty()
-        );
+        assert!(rt.block_on(MockToolModel.complete(&empty)).unwrap().tool_calls.is_empty());
     }
 
     #[test]
@@ -911,14 +755,9 @@ mod tests {
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let c = case_with(&[("A", &[10.0])], 100.0, &[]);
         let failing = FnToolModel(|_: &ChatRequest| Err(LlmError::Request("must not be called".into())));
-        let reply = rt
-            .block_on(invoke(&AgentSpec::BuyAndHold, &[], &invocation(c), &failing))
-            .unwrap();
+        let reply = rt.block_on(invoke(&AgentSpec::BuyAndHold, &[], &invocation(c), &failing)).unwrap();
         assert_eq!(reply.tool_calls.len(), 1);
         assert_eq!(reply.tool_calls[0].id.as_deref(), Some("buy_and_hold-e:0"));
-        assert_eq!(
-            extract_decision(&reply.tool_calls).decision.unwrap().orders,
-            vec![Order::new("A", Side::Buy, 10)]
-        );
+        assert_eq!(extract_decision(&reply.tool_calls).decision.unwrap().orders, vec![Order::new("A", Side::Buy, 10)]);
     }
 }

@@ -75,12 +75,7 @@ impl TradeRunArgs {
 /// Runs the episode, writes `{out}/{run_id}/` and returns the text to print.
 pub fn trade_run(args: TradeRunArgs) -> Result<String, String> {
     let agent = AgentSpec::from_kind(&args.agent).map_err(|m| format!("--agent: {m}"))?;
-    let tickers: Vec<String> = args
-        .tickers
-        .iter()
-        .map(|t| t.trim().to_uppercase())
-        .filter(|t| !t.is_empty())
-        .collect();
+    let tickers: Vec<String> = args.tickers.iter().map(|t| t.trim().to_uppercase()).filter(|t| !t.is_empty()).collect();
     if tickers.is_empty() {
         return Err("--tickers: name at least one ticker".into());
     }
@@ -118,13 +113,7 @@ pub fn trade_run(args: TradeRunArgs) -> Result<String, String> {
 fn free_run_id(args: &TradeRunArgs, kind: &str, tickers: &[String]) -> String {
     let base: String = format!("{kind}-{}-{}-{}", tickers.join("-"), args.from, args.to)
         .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' })
         .collect();
     let mut id = base.clone();
     let mut n = 1;
@@ -160,10 +149,7 @@ mod tests {
             "2012-12-31",
         ])
         .unwrap();
-        assert_eq!(
-            w.args,
-            TradeRunArgs::new("momentum", &["AAPL", "MSFT"], "2012-06-01", "2012-12-31")
-        );
+        assert_eq!(w.args, TradeRunArgs::new("momentum", &["AAPL", "MSFT"], "2012-06-01", "2012-12-31"));
         let w = Wrapper::try_parse_from([
             "trade",
             "--agent",

@@ -65,10 +65,7 @@ impl MarketEvent {
             Session::Intraday => "during trading",
             Session::AfterClose => "after the close",
         };
-        CaseDataItem {
-            kind: self.kind,
-            content: format!("{} ({when}) {}: {}", self.date, self.ticker, self.headline),
-        }
+        CaseDataItem { kind: self.kind, content: format!("{} ({when}) {}: {}", self.date, self.ticker, self.headline) }
     }
 }
 
@@ -100,11 +97,7 @@ impl MarketData {
             })
         };
         let ohlcv = read(OHLCV_FILE)?;
-        let events = if dir.join(EVENTS_FILE).exists() {
-            Some(read(EVENTS_FILE)?)
-        } else {
-            None
-        };
+        let events = if dir.join(EVENTS_FILE).exists() { Some(read(EVENTS_FILE)?) } else { None };
         MarketData::parse(&ohlcv, events.as_deref())
     }
 
@@ -116,10 +109,7 @@ impl MarketData {
     /// Parses the two files' contents (events optional).
     pub(crate) fn parse(ohlcv: &str, events: Option<&str>) -> Result<Self, TradingError> {
         let bars = parse_ohlcv(ohlcv)?;
-        let mut market = MarketData {
-            bars,
-            events: Vec::new(),
-        };
+        let mut market = MarketData { bars, events: Vec::new() };
         if let Some(text) = events {
             market.events = parse_events(text, &market)?;
         }
@@ -132,17 +122,11 @@ impl MarketData {
         bars: BTreeMap<String, Vec<PricePoint>>,
         events: Vec<MarketEvent>,
     ) -> Result<Self, TradingError> {
-        let mut market = MarketData {
-            bars: BTreeMap::new(),
-            events,
-        };
+        let mut market = MarketData { bars: BTreeMap::new(), events };
         for (ticker, mut list) in bars {
             list.sort_by(|a, b| a.timestamp.cmp(&b.timestamp));
             if let Some(w) = list.windows(2).find(|w| w[0].timestamp == w[1].timestamp) {
-                return Err(TradingError::Config(format!(
-                    "{ticker}: two bars on {}",
-                    w[0].timestamp
-                )));
+                return Err(TradingError::Config(format!("{ticker}: two bars on {}", w[0].timestamp)));
             }
             market.bars.insert(ticker, list);
         }
@@ -164,9 +148,7 @@ impl MarketData {
     /// The bar of `ticker` on `day`.
     pub(crate) fn bar(&self, ticker: &str, day: &str) -> Option<&PricePoint> {
         let bars = self.bars.get(ticker)?;
-        bars.binary_search_by(|b| b.timestamp.as_str().cmp(day))
-            .ok()
-            .map(|i| &bars[i])
+        bars.binary_search_by(|b| b.timestamp.as_str().cmp(day)).ok().map(|i| &bars[i])
     }
 
     pub fn close(&self, ticker: &str, day: &str) -> Option<f64> {
@@ -178,11 +160,8 @@ impl MarketData {
     pub(crate) fn trading_days(&self, tickers: &[String], from: Option<&str>, to: Option<&str>) -> Vec<String> {
         let mut common: Option<BTreeSet<&str>> = None;
         for t in tickers {
-            let days: BTreeSet<&str> = self
-                .bars
-                .get(t)
-                .map(|b| b.iter().map(|p| p.timestamp.as_str()).collect())
-                .unwrap_or_default();
+            let days: BTreeSet<&str> =
+                self.bars.get(t).map(|b| b.iter().map(|p| p.timestamp.as_str()).collect()).unwrap_or_default();
             common = Some(match common {
                 None => days,
                 Some(c) => c.intersection(&days).copied().collect(),
@@ -207,10 +186,7 @@ impl MarketData {
         let mut stock_data = BTreeMap::new();
         let mut window_start = window.cutoff;
         for t in tickers {
-            let all = self
-                .bars
-                .get(t)
-                .ok_or_else(|| TradingError::Config(format!("no market data for ticker {t}")))?;
+            let all = self.bars.get(t).ok_or_else(|| TradingError::Config(format!("no market data for ticker {t}")))?;
             // Bars strictly after the cutoff are never looked at.
             let upto = all.partition_point(|b| b.timestamp.as_str() <= window.cutoff);
             let visible = &all[..upto];
@@ -327,17 +303,11 @@ pub(crate) fn check_date(s: &str) -> Result<(), DateError> {
         2 if leap => 29,
         2 => 28,
         _ => {
-            return Err(DateError::Month {
-                date: s.to_string(),
-                month: m,
-            });
+            return Err(DateError::Month { date: s.to_string(), month: m });
         }
     };
     if d == 0 || d > days {
-        return Err(DateError::Day {
-            date: s.to_string(),
-            day: d,
-        });
+        return Err(DateError::Day { date: s.to_string(), day: d });
     }
     Ok(())
 }
@@ -363,10 +333,7 @@ pub(crate) fn each_csv_record<E: From<TradingError>>(
     text: &str,
     mut f: impl FnMut(usize, &csv::StringRecord) -> Result<(), E>,
 ) -> Result<(), E> {
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .from_reader(text.as_bytes());
+    let mut reader = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(text.as_bytes());
     let mut record = csv::StringRecord::new();
     loop {
         let read = reader.read_record(&mut record).map_err(|e| TradingError::Data {
@@ -404,11 +371,7 @@ pub enum DateOrderError {
     #[error(
         "{ticker} {date}: out of date order (the previous {ticker} row is {previous}); rows of a ticker must be in increasing date order"
     )]
-    Earlier {
-        ticker: String,
-        date: String,
-        previous: String,
-    },
+    Earlier { ticker: String, date: String, previous: String },
 }
 
 /// Appends `bar` to `ticker`'s bars, which stay in strictly increasing date order (the shipped
@@ -422,10 +385,7 @@ pub(crate) fn push_in_date_order(
         && prev.timestamp >= bar.timestamp
     {
         return Err(if prev.timestamp == bar.timestamp {
-            DateOrderError::Repeated {
-                ticker: ticker.to_string(),
-                date: bar.timestamp,
-            }
+            DateOrderError::Repeated { ticker: ticker.to_string(), date: bar.timestamp }
         } else {
             DateOrderError::Earlier {
                 ticker: ticker.to_string(),
@@ -439,10 +399,7 @@ pub(crate) fn push_in_date_order(
 }
 
 fn check_header(file: &str, records: &[(usize, Vec<String>)], expected: &[&str]) -> Result<(), TradingError> {
-    let got: Vec<&str> = records
-        .first()
-        .map(|(_, f)| f.iter().map(|s| s.trim()).collect())
-        .unwrap_or_default();
+    let got: Vec<&str> = records.first().map(|(_, f)| f.iter().map(|s| s.trim()).collect()).unwrap_or_default();
     if got != expected {
         return Err(TradingError::Data {
             file: file.into(),
@@ -463,11 +420,7 @@ struct DatedRow<'r> {
 
 impl DatedRow<'_> {
     fn error(&self, message: String) -> TradingError {
-        TradingError::Data {
-            file: self.file.into(),
-            line: self.line,
-            message,
-        }
+        TradingError::Data { file: self.file.into(), line: self.line, message }
     }
 }
 
@@ -480,12 +433,7 @@ fn dated_rows<'r>(
 ) -> Result<impl Iterator<Item = Result<DatedRow<'r>, TradingError>>, TradingError> {
     check_header(file, records, header)?;
     Ok(records[1..].iter().map(move |(line, fields)| {
-        let row = DatedRow {
-            file,
-            line: *line,
-            fields,
-            date: fields.first().map_or("", |d| d.trim()),
-        };
+        let row = DatedRow { file, line: *line, fields, date: fields.first().map_or("", |d| d.trim()) };
         if fields.len() != header.len() {
             return Err(row.error(format!("expected {} fields, found {}", header.len(), fields.len())));
         }
@@ -531,11 +479,7 @@ fn parse_ohlcv(text: &str) -> Result<BTreeMap<String, Vec<PricePoint>>, TradingE
         push_in_date_order(bars.entry(ticker.to_owned()).or_default(), ticker, bar).map_err(|e| err(e.to_string()))?;
     }
     if bars.is_empty() {
-        return Err(TradingError::Data {
-            file: file.into(),
-            line: 1,
-            message: "no rows".into(),
-        });
+        return Err(TradingError::Data { file: file.into(), line: 1, message: "no rows".into() });
     }
     Ok(bars)
 }
@@ -550,10 +494,7 @@ fn parse_events(text: &str, market: &MarketData) -> Result<Vec<MarketEvent>, Tra
         let err = |message: String| row.error(message);
         let ticker = fields[1].trim();
         if market.bars(ticker).is_none() {
-            return Err(err(format!(
-                "ticker: '{ticker}' has no prices (known: {})",
-                market.tickers().join(", ")
-            )));
+            return Err(err(format!("ticker: '{ticker}' has no prices (known: {})", market.tickers().join(", "))));
         }
         let kind = CaseDataKind::parse(fields[2].trim())
             .ok_or_else(|| err(format!("kind: '{}' is not earnings, news or other", fields[2])))?;
@@ -562,9 +503,7 @@ fn parse_events(text: &str, market: &MarketData) -> Result<Vec<MarketEvent>, Tra
             "intraday" => Session::Intraday,
             "after_close" => Session::AfterClose,
             other => {
-                return Err(err(format!(
-                    "session: '{other}' is not pre_market, intraday or after_close"
-                )));
+                return Err(err(format!("session: '{other}' is not pre_market, intraday or after_close")));
             }
         };
         let headline = fields[4].trim();
@@ -632,11 +571,8 @@ date,ticker,kind,session,headline
         let tickers = tk(&["A", "B"]);
         let days = m.trading_days(&tickers, None, None);
         for (i, cutoff) in days.iter().enumerate() {
-            let window = CaseWindow {
-                cutoff,
-                previous_cutoff: i.checked_sub(1).map(|p| days[p].as_str()),
-                lookback: 10,
-            };
+            let window =
+                CaseWindow { cutoff, previous_cutoff: i.checked_sub(1).map(|p| days[p].as_str()), lookback: 10 };
             let case = m.case_template(&tickers, window).unwrap();
             assert_eq!(case.information_cutoff_timestamp.as_deref(), Some(cutoff.as_str()));
             for (t, sd) in &case.stock_data {
@@ -647,10 +583,7 @@ date,ticker,kind,session,headline
             // The JSON the agent sees holds no later date anywhere.
             let text = serde_json::to_string(&case.for_agent()).unwrap();
             for later in days.iter().skip(i + 1) {
-                assert!(
-                    !text.contains(later.as_str()),
-                    "{later} leaked into the case at {cutoff}"
-                );
+                assert!(!text.contains(later.as_str()), "{later} leaked into the case at {cutoff}");
             }
         }
     }
@@ -659,34 +592,16 @@ date,ticker,kind,session,headline
     fn lookback_and_interval_summary() {
         let m = tiny_market();
         let tickers = tk(&["A"]);
-        let first = m
-            .case_template(
-                &tickers,
-                CaseWindow {
-                    cutoff: "2020-01-06",
-                    previous_cutoff: None,
-                    lookback: 2,
-                },
-            )
-            .unwrap();
+        let first =
+            m.case_template(&tickers, CaseWindow { cutoff: "2020-01-06", previous_cutoff: None, lookback: 2 }).unwrap();
         let a = &first.stock_data["A"];
-        assert_eq!(
-            a.daily_bars.iter().map(|b| b.timestamp.as_str()).collect::<Vec<_>>(),
-            ["2020-01-03", "2020-01-06"]
-        );
+        assert_eq!(a.daily_bars.iter().map(|b| b.timestamp.as_str()).collect::<Vec<_>>(), ["2020-01-03", "2020-01-06"]);
         let s = a.interval_summary.as_ref().unwrap();
-        assert_eq!(
-            (s.open, s.close, s.high, s.low, s.volume),
-            (11.0, 13.0, 14.0, 10.0, 200)
-        );
+        assert_eq!((s.open, s.close, s.high, s.low, s.volume), (11.0, 13.0, 14.0, 10.0, 200));
         let later = m
             .case_template(
                 &tickers,
-                CaseWindow {
-                    cutoff: "2020-01-07",
-                    previous_cutoff: Some("2020-01-03"),
-                    lookback: 2,
-                },
+                CaseWindow { cutoff: "2020-01-07", previous_cutoff: Some("2020-01-03"), lookback: 2 },
             )
             .unwrap();
         let s = later.stock_data["A"].interval_summary.as_ref().unwrap();
@@ -704,19 +619,10 @@ date,ticker,kind,session,headline
                 previous_cutoff: i.checked_sub(1).map(|p| days[p].as_str()),
                 lookback: 5,
             };
-            m.case_template(&tickers, w)
-                .unwrap()
-                .case_data
-                .items
-                .into_iter()
-                .map(|it| it.content)
-                .collect::<Vec<_>>()
+            m.case_template(&tickers, w).unwrap().case_data.items.into_iter().map(|it| it.content).collect::<Vec<_>>()
         };
         assert!(items_at(0).is_empty());
-        assert!(
-            items_at(1).is_empty(),
-            "an after-close release is not public at that close"
-        );
+        assert!(items_at(1).is_empty(), "an after-close release is not public at that close");
         assert_eq!(
             items_at(2),
             [
@@ -729,11 +635,7 @@ date,ticker,kind,session,headline
         let only_b = m
             .case_template(
                 &tk(&["B"]),
-                CaseWindow {
-                    cutoff: "2020-01-07",
-                    previous_cutoff: Some("2020-01-02"),
-                    lookback: 5,
-                },
+                CaseWindow { cutoff: "2020-01-07", previous_cutoff: Some("2020-01-02"), lookback: 5 },
             )
             .unwrap();
         assert_eq!(only_b.case_data.items.len(), 1);
@@ -743,17 +645,10 @@ date,ticker,kind,session,headline
     fn case_template_errors_name_the_ticker_and_day() {
         let m = tiny_market();
         let error = |tickers: &[&str]| {
-            let window = CaseWindow {
-                cutoff: "2020-01-03",
-                previous_cutoff: None,
-                lookback: 3,
-            };
+            let window = CaseWindow { cutoff: "2020-01-03", previous_cutoff: None, lookback: 3 };
             m.case_template(&tk(tickers), window).unwrap_err().to_string()
         };
-        assert_eq!(
-            error(&["A", "B"]),
-            "episode config: B has no bar on the cutoff day 2020-01-03"
-        );
+        assert_eq!(error(&["A", "B"]), "episode config: B has no bar on the cutoff day 2020-01-03");
         let e = error(&["Z"]);
         assert!(e.contains("no market data for ticker Z"), "{e}");
     }
@@ -763,14 +658,8 @@ date,ticker,kind,session,headline
         let head = "date,ticker,open,high,low,close,volume,adj_close\n";
         let cases = [
             ("date,ticker,open\n", "daily_ohlcv.csv:1: header must be"),
-            (
-                "2020-02-30,A,1,1,1,1,1,1\n",
-                "daily_ohlcv.csv:2: date: '2020-02-30' has no day 30",
-            ),
-            (
-                "2020-01-01,A,x,1,1,1,1,1\n",
-                "daily_ohlcv.csv:2: open: 'x' is not a number",
-            ),
+            ("2020-02-30,A,1,1,1,1,1,1\n", "daily_ohlcv.csv:2: date: '2020-02-30' has no day 30"),
+            ("2020-01-01,A,x,1,1,1,1,1\n", "daily_ohlcv.csv:2: open: 'x' is not a number"),
             ("2020-01-01,A,1,1,1,-1,1,1\n", "close: -1 is not a positive price"),
             ("2020-01-01,A,1,1,1,1,1.5,1\n", "volume: '1.5' is not a whole"),
             ("2020-01-01,A,1,2,1\n", "expected 8 fields, found 5"),
@@ -779,45 +668,27 @@ date,ticker,kind,session,headline
                 "2020-01-02,A,1,1,1,1,1,1\n2020-01-01,A,1,1,1,1,1,1\n",
                 "daily_ohlcv.csv:3: A 2020-01-01: out of date order (the previous A row is 2020-01-02)",
             ),
-            (
-                "2020-01-01,A,\"1,1,1,1,1,1\n",
-                "daily_ohlcv.csv:2: unterminated quoted field",
-            ),
-            (
-                "2020-01-01,A,1,1,1,1,1,1\n2020-01-01,A,1,1,1,1,1,1\n",
-                "daily_ohlcv.csv:3: A 2020-01-01: a second row",
-            ),
+            ("2020-01-01,A,\"1,1,1,1,1,1\n", "daily_ohlcv.csv:2: unterminated quoted field"),
+            ("2020-01-01,A,1,1,1,1,1,1\n2020-01-01,A,1,1,1,1,1,1\n", "daily_ohlcv.csv:3: A 2020-01-01: a second row"),
             (
                 "2020-01-01,A,\"1\",1,1,1,1,1\r\n2020-01-02,A,1,1,1,1,1,1\n2020-01-02,A,1,1,1,1,1,1\n",
                 "daily_ohlcv.csv:4: A 2020-01-02: a second row",
             ),
         ];
         for (body, want) in cases {
-            let text = if body.starts_with("date,") {
-                body.to_string()
-            } else {
-                format!("{head}{body}")
-            };
+            let text = if body.starts_with("date,") { body.to_string() } else { format!("{head}{body}") };
             let e = MarketData::parse(&text, None).unwrap_err().to_string();
             assert!(e.contains(want), "{body:?}: {e}");
         }
         let ok = format!("{head}2020-01-01,A,1,1,1,1,1,1\n");
         let ev_head = "date,ticker,kind,session,headline\n";
         for (body, want) in [
-            (
-                "2020-01-01,Z,news,intraday,x\n",
-                "events.csv:2: ticker: 'Z' has no prices (known: A)",
-            ),
-            (
-                "2020-01-01,A,rumour,intraday,x\n",
-                "kind: 'rumour' is not earnings, news or other",
-            ),
+            ("2020-01-01,Z,news,intraday,x\n", "events.csv:2: ticker: 'Z' has no prices (known: A)"),
+            ("2020-01-01,A,rumour,intraday,x\n", "kind: 'rumour' is not earnings, news or other"),
             ("2020-01-01,A,news,evening,x\n", "session: 'evening'"),
             ("2020-01-01,A,news,intraday,\n", "headline: empty"),
         ] {
-            let e = MarketData::parse(&ok, Some(&format!("{ev_head}{body}")))
-                .unwrap_err()
-                .to_string();
+            let e = MarketData::parse(&ok, Some(&format!("{ev_head}{body}"))).unwrap_err().to_string();
             assert!(e.contains(want), "{body:?}: {e}");
         }
     }
@@ -825,16 +696,10 @@ date,ticker,kind,session,headline
     #[test]
     fn dates_are_checked() {
         assert!(check_date("2012-02-29").is_ok());
-        assert_eq!(
-            check_date("2013-02-29").unwrap_err().to_string(),
-            "'2013-02-29' has no day 29"
-        );
+        assert_eq!(check_date("2013-02-29").unwrap_err().to_string(), "'2013-02-29' has no day 29");
         assert!(check_date("2000-02-29").is_ok());
         assert!(check_date("1900-02-29").is_err());
-        assert_eq!(
-            check_date("2012-13-01").unwrap_err().to_string(),
-            "'2012-13-01' has no month 13"
-        );
+        assert_eq!(check_date("2012-13-01").unwrap_err().to_string(), "'2012-13-01' has no month 13");
         assert_eq!(
             check_date("2012-1-01").unwrap_err().to_string(),
             "'2012-1-01' is not a date of the form YYYY-MM-DD"

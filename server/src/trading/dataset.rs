@@ -33,25 +33,16 @@ pub(crate) fn check_dataset_name(name: &str) -> Result<(), DatasetError> {
     let ok = (1..=64).contains(&name.len())
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if ok {
-        Ok(())
-    } else {
-        Err(DatasetError::Name(name.to_string()))
-    }
+    if ok { Ok(()) } else { Err(DatasetError::Name(name.to_string())) }
 }
 
 /// A ticker: 1 to 16 of `A-Z a-z 0-9 . - ^`, starting with a letter or digit (so no `../`).
 fn check_ticker(t: &str) -> Result<(), RowError> {
     let ok = (1..=16).contains(&t.len())
         && t.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && t.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '^'))
+        && t.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '^'))
         && !t.contains("..");
-    if ok {
-        Ok(())
-    } else {
-        Err(RowError::Ticker(t.to_string()))
-    }
+    if ok { Ok(()) } else { Err(RowError::Ticker(t.to_string())) }
 }
 
 /// The first line holding more than [`MAX_LINE_COMMAS`] commas: its number and its commas
@@ -180,10 +171,7 @@ pub(crate) fn parse_dataset(text: &str) -> Result<Dataset, DatasetError> {
         return Err(DatasetError::HeaderWidth(fields));
     }
     if let Some((line, commas)) = widest_line(text) {
-        let problem = RowError::Wide {
-            found: commas + 1,
-            width: fields,
-        };
+        let problem = RowError::Wide { found: commas + 1, width: fields };
         return Err(DatasetError::Row { line, problem });
     }
     let mut header: Option<Vec<String>> = None;
@@ -269,23 +257,10 @@ pub(crate) fn parse_dataset(text: &str) -> Result<Dataset, DatasetError> {
     if rows == 0 {
         return Err(DatasetError::NoRows);
     }
-    let first = bars
-        .values()
-        .filter_map(|l| l.first())
-        .map(|p| p.timestamp.clone())
-        .min();
-    let last = bars
-        .values()
-        .filter_map(|l| l.last())
-        .map(|p| p.timestamp.clone())
-        .max();
+    let first = bars.values().filter_map(|l| l.first()).map(|p| p.timestamp.clone()).min();
+    let last = bars.values().filter_map(|l| l.last()).map(|p| p.timestamp.clone()).max();
     let market = MarketData::from_bars(bars, Vec::new()).map_err(DatasetError::Market)?;
-    Ok(Dataset {
-        market,
-        rows,
-        first: first.unwrap_or_default(),
-        last: last.unwrap_or_default(),
-    })
+    Ok(Dataset { market, rows, first: first.unwrap_or_default(), last: last.unwrap_or_default() })
 }
 
 #[cfg(test)]
@@ -304,85 +279,38 @@ mod tests {
 
     #[test]
     fn every_refusal_names_its_line() {
-        check(
-            "2020-01-02,AAA,10,11,9,10.5,100\n2020-01-02,BBB,5,6,4,5,10\n",
-            "ok 2 rows 2020-01-02..2020-01-02",
-        );
-        check(
-            "2020-01-02,AAA,10,41.2,41.5,10.5,100\n",
-            "line 2: high 41.2 below low 41.5",
-        );
+        check("2020-01-02,AAA,10,11,9,10.5,100\n2020-01-02,BBB,5,6,4,5,10\n", "ok 2 rows 2020-01-02..2020-01-02");
+        check("2020-01-02,AAA,10,41.2,41.5,10.5,100\n", "line 2: high 41.2 below low 41.5");
         check("2020-01-02,AAA,12,11,9,10.5,100\n", "line 2: open 12 above high 11");
-        check(
-            "2020-01-02,AAA,NaN,11,9,10.5,100\n",
-            "line 2: open: NaN is not a finite number",
-        );
-        check(
-            "2020-01-02,AAA,inf,11,9,10.5,100\n",
-            "line 2: open: inf is not a finite number",
-        );
-        check(
-            "2020-01-02,AAA,-1,11,9,10.5,100\n",
-            "line 2: open: -1 is not a positive price",
-        );
+        check("2020-01-02,AAA,NaN,11,9,10.5,100\n", "line 2: open: NaN is not a finite number");
+        check("2020-01-02,AAA,inf,11,9,10.5,100\n", "line 2: open: inf is not a finite number");
+        check("2020-01-02,AAA,-1,11,9,10.5,100\n", "line 2: open: -1 is not a positive price");
         check("2020-01-02,AAA,10,11,9,10.5,-5\n", "line 2: volume: -5");
         check(
             "2020-01-03,AAA,10,11,9,10,1\n2020-01-02,AAA,10,11,9,10,1\n",
             "line 3: AAA 2020-01-02: out of date order",
         );
-        check(
-            "2020-01-02,AAA,10,11,9,10,1\n2020-01-02,AAA,10,11,9,10,1\n",
-            "line 3: AAA 2020-01-02: a second row",
-        );
-        check(
-            "2020-01-02,\"=HYPERLINK(\"\"http://x\"\")\",10,11,9,10,1\n",
-            "line 2: ticker: \"=HYPERLINK",
-        );
+        check("2020-01-02,AAA,10,11,9,10,1\n2020-01-02,AAA,10,11,9,10,1\n", "line 3: AAA 2020-01-02: a second row");
+        check("2020-01-02,\"=HYPERLINK(\"\"http://x\"\")\",10,11,9,10,1\n", "line 2: ticker: \"=HYPERLINK");
         check("2020-01-02,../etc,10,11,9,10,1\n", "line 2: ticker \"../etc\"");
-        check(
-            "2020-02-30,AAA,10,11,9,10,1\n",
-            "line 2: date: '2020-02-30' has no day 30",
-        );
+        check("2020-02-30,AAA,10,11,9,10,1\n", "line 2: date: '2020-02-30' has no day 30");
         check("2020-01-02,AAA,10,11,9\n", "line 2: expected 7 fields, found 5");
         check("", "no rows");
         let wide = format!("date,ticker{}\n", ",x".repeat(1_000_000));
-        assert!(
-            parse_dataset(&wide)
-                .unwrap_err()
-                .to_string()
-                .starts_with("line 1: the header has 1000002 columns")
-        );
+        assert!(parse_dataset(&wide).unwrap_err().to_string().starts_with("line 1: the header has 1000002 columns"));
         // A million fields in a row: refused from a count of its commas, at once.
         let wide = format!("2020-01-02,AAA{}\n", ",1".repeat(1_000_000));
         let took = std::time::Instant::now();
-        check(
-            &wide,
-            "line 2: 1000002 fields; a row has 7 (`date,ticker,open,high,low,close,volume`)",
-        );
-        assert!(
-            took.elapsed() < std::time::Duration::from_millis(500),
-            "{:?}",
-            took.elapsed()
-        );
-        let late = format!(
-            "{HEAD}2020-01-02,AAA,10,11,9,10,1\r\n2020-01-03,AAA{}\r\n",
-            ",1".repeat(100)
-        );
-        assert!(
-            parse_dataset(&late)
-                .unwrap_err()
-                .to_string()
-                .starts_with("line 3: 102 fields")
-        );
+        check(&wide, "line 2: 1000002 fields; a row has 7 (`date,ticker,open,high,low,close,volume`)");
+        assert!(took.elapsed() < std::time::Duration::from_millis(500), "{:?}", took.elapsed());
+        let late = format!("{HEAD}2020-01-02,AAA,10,11,9,10,1\r\n2020-01-03,AAA{}\r\n", ",1".repeat(100));
+        assert!(parse_dataset(&late).unwrap_err().to_string().starts_with("line 3: 102 fields"));
         // Quoting as the csv crate reads it: quoted cells, "" escapes, CRLF line ends.
         check(
             "\"2020-01-02\",\"AAA\",10,11,9,10.5,100\r\n2020-01-03,AAA,10,11,9,10,\"1\"\r\n",
             "ok 2 rows 2020-01-02..2020-01-03",
         );
-        check(
-            "2020-01-02,AAA,\"10,11,9,10.5,100\n2020-01-03,AAA,10,11,9,10,1\n",
-            "line 2: unterminated quoted field",
-        );
+        check("2020-01-02,AAA,\"10,11,9,10.5,100\n2020-01-03,AAA,10,11,9,10,1\n", "line 2: unterminated quoted field");
         // Every formula prefix spreadsheets run, in any column, quoted or not; signed numbers pass
         // the prefix check (and are then judged as prices).
         for (cell, column) in [
@@ -403,9 +331,6 @@ mod tests {
         for bad in ["../etc", "A B", "AAA/B", ".AAA", "A..B", "AAAAAAAAAAAAAAAAA", "ÄÄ"] {
             check(&format!("2020-01-02,{bad},10,11,9,10,1\n"), "line 2: ticker");
         }
-        check(
-            "2020-01-02,BRK.B,10,11,9,10,1\n2020-01-02,BF-B,10,11,9,10,1\n",
-            "ok 2 rows",
-        );
+        check("2020-01-02,BRK.B,10,11,9,10,1\n2020-01-02,BF-B,10,11,9,10,1\n", "ok 2 rows");
     }
 }

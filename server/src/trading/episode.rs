@@ -38,10 +38,7 @@ pub(crate) const DEFAULT_LOOKBACK: u32 = 20;
 pub enum TradingOp {
     /// Sets the cash and/or the share count of some tickers (0 removes a position). No trade is
     /// recorded; metrics treat the change as a deposit or withdrawal, not as a return.
-    PortfolioPatch {
-        cash: Option<f64>,
-        positions: std::collections::BTreeMap<String, i64>,
-    },
+    PortfolioPatch { cash: Option<f64>, positions: std::collections::BTreeMap<String, i64> },
     /// Adds an information item to the next Case (after the curated ones).
     CaseDataInject { item: CaseDataItem },
     /// Replaces the agent (its memory starts empty).
@@ -183,10 +180,7 @@ pub(crate) fn resolve_config(market: &MarketData, config: &EpisodeConfig) -> Res
         }
     }
     if !(c.initial_cash.is_finite() && c.initial_cash > 0.0) {
-        return Err(bad(format!(
-            "initial_cash must be a positive amount, got {}",
-            c.initial_cash
-        )));
+        return Err(bad(format!("initial_cash must be a positive amount, got {}", c.initial_cash)));
     }
     let agent = match &c.agent {
         Some(a) => a.clone(),
@@ -230,10 +224,7 @@ impl TradingEpisode {
         )?;
         let portfolio = PortfolioSnapshot::cash_only(config.initial_cash);
         let mut holdings = AppendLog::new();
-        holdings.push(Holding {
-            date: schedule.days[0].clone(),
-            portfolio: portfolio.clone(),
-        });
+        holdings.push(Holding { date: schedule.days[0].clone(), portfolio: portfolio.clone() });
         Ok(TradingEpisode {
             agent: config.agent.clone().expect("resolved"),
             config,
@@ -259,19 +250,13 @@ impl TradingEpisode {
             return Err(ConsistencyError::NoDays);
         }
         if let Some(&bad) = self.points.iter().find(|&&i| i >= self.days.len()) {
-            return Err(ConsistencyError::PointBeyondDays {
-                index: bad,
-                days: self.days.len(),
-            });
+            return Err(ConsistencyError::PointBeyondDays { index: bad, days: self.days.len() });
         }
         if !self.points.windows(2).all(|w| w[0] < w[1]) {
             return Err(ConsistencyError::PointsOutOfOrder);
         }
         if self.next > self.points.len() {
-            return Err(ConsistencyError::NextBeyondPoints {
-                next: self.next,
-                points: self.points.len(),
-            });
+            return Err(ConsistencyError::NextBeyondPoints { next: self.next, points: self.points.len() });
         }
         if let Some(t) = self.config.tickers.iter().find(|t| self.market.bars(t).is_none()) {
             return Err(ConsistencyError::UnknownTicker(t.clone()));
@@ -364,10 +349,7 @@ impl TradingEpisode {
         };
         let reply = agents::invoke(&self.agent, &self.memory, &invocation, model)
             .await
-            .map_err(|source| TradingError::Model {
-                agent: self.agent.kind().to_owned(),
-                source,
-            })?;
+            .map_err(|source| TradingError::Model { agent: self.agent.kind().to_owned(), source })?;
 
         // From here on nothing can fail: the state changes all at once.
         let case = invocation.case;
@@ -388,10 +370,7 @@ impl TradingEpisode {
             self.trades.push(t.clone());
         }
         self.portfolio = portfolio;
-        self.holdings.push(Holding {
-            date: cutoff.clone(),
-            portfolio: self.portfolio.clone(),
-        });
+        self.holdings.push(Holding { date: cutoff.clone(), portfolio: self.portfolio.clone() });
         if let AgentSpec::Llm { history, .. } = &self.agent {
             self.memory.push(Arc::new(Exchange {
                 case_id: case_id.clone(),
@@ -412,13 +391,7 @@ impl TradingEpisode {
         self.logs.push(log.clone());
         self.next += 1;
         let value = self.portfolio.value(|t| case.price(t));
-        Ok(StepReport {
-            case,
-            log,
-            portfolio: self.portfolio.clone(),
-            value,
-            done: self.is_done(),
-        })
+        Ok(StepReport { case, log, portfolio: self.portfolio.clone(), value, done: self.is_done() })
     }
 
     /// Runs up to `max_steps` decision points (fewer if the episode ends first).
@@ -458,16 +431,10 @@ impl TradingEpisode {
                 }
                 for (t, &n) in positions {
                     if !self.config.tickers.contains(t) {
-                        return Err(OpError::UnknownTicker {
-                            ticker: t.clone(),
-                            tickers: self.config.tickers.clone(),
-                        });
+                        return Err(OpError::UnknownTicker { ticker: t.clone(), tickers: self.config.tickers.clone() });
                     }
                     if n < 0 {
-                        return Err(OpError::NegativeShares {
-                            ticker: t.clone(),
-                            shares: n,
-                        });
+                        return Err(OpError::NegativeShares { ticker: t.clone(), shares: n });
                     }
                 }
                 if let Some(c) = cash {
@@ -481,10 +448,7 @@ impl TradingEpisode {
                     }
                 }
                 let date = self.current_date().unwrap_or(&self.days[0]).to_owned();
-                self.holdings.push(Holding {
-                    date,
-                    portfolio: self.portfolio.clone(),
-                });
+                self.holdings.push(Holding { date, portfolio: self.portfolio.clone() });
                 Ok(())
             }
             TradingOp::CaseDataInject { item } => {
@@ -547,9 +511,7 @@ impl TradingEpisode {
     }
 
     pub fn trade_history(&self) -> TradeHistory {
-        TradeHistory {
-            trades: self.trades.to_vec(),
-        }
+        TradeHistory { trades: self.trades.to_vec() }
     }
 
     pub(crate) fn decision_point_logs(&self) -> Vec<DecisionPointLog> {
@@ -649,20 +611,13 @@ mod tests {
             let mut seen = log.lock().unwrap();
             let i = seen.len();
             seen.push(req.clone());
-            Ok(ModelReply {
-                text: format!("reply {i}"),
-                tool_calls: calls.get(i).cloned().unwrap_or_default(),
-            })
+            Ok(ModelReply { text: format!("reply {i}"), tool_calls: calls.get(i).cloned().unwrap_or_default() })
         });
         (model, seen)
     }
 
     fn submit(id: &str, orders: serde_json::Value) -> ToolCall {
-        ToolCall {
-            id: Some(id.into()),
-            name: SUBMIT_DECISION.into(),
-            arguments: json!({ "orders": orders }),
-        }
+        ToolCall { id: Some(id.into()), name: SUBMIT_DECISION.into(), arguments: json!({ "orders": orders }) }
     }
 
     #[test]
@@ -671,10 +626,7 @@ mod tests {
         let c = e.config();
         assert_eq!(c.start_date.as_deref(), Some("2020-01-01"));
         assert_eq!(c.end_date.as_deref(), Some("2020-01-07"));
-        assert_eq!(
-            (c.decision_interval, c.lookback_days),
-            (Some(1), Some(DEFAULT_LOOKBACK))
-        );
+        assert_eq!((c.decision_interval, c.lookback_days), (Some(1), Some(DEFAULT_LOOKBACK)));
         assert_eq!(c.agent, Some(AgentSpec::Momentum { lookback: 10 }));
         assert_eq!(e.num_decision_points(), 4, "the days both tickers trade");
 
@@ -682,10 +634,7 @@ mod tests {
         let err = |c: EpisodeConfig| TradingEpisode::new(market.clone(), c).unwrap_err().to_string();
         let mut c = config("momentum");
         c.tickers.push("Z".into());
-        assert_eq!(
-            err(c),
-            "episode config: tickers[2]: unknown ticker 'Z' (market data has A, B)"
-        );
+        assert_eq!(err(c), "episode config: tickers[2]: unknown ticker 'Z' (market data has A, B)");
         assert!(err(config("oracle")).contains("agent_id: unknown agent 'oracle'"));
         let mut c = config("momentum");
         c.initial_cash = -1.0;
@@ -732,36 +681,15 @@ mod tests {
         // Selling 50 of 10 held → rejected with the rule.
         let r2 = &reports[2].log.execution_result;
         assert_eq!(r2.status, DecisionStatus::Rejected);
-        assert!(
-            r2.message.contains("sell A: 50 shares requested but only 10 held"),
-            "{}",
-            r2.message
-        );
+        assert!(r2.message.contains("sell A: 50 shares requested but only 10 held"), "{}", r2.message);
         // Two calls → the last (buy 1 B) only.
-        assert_eq!(
-            reports[3].log.extracted_decision.as_ref().unwrap().orders,
-            vec![Order::new("B", Side::Buy, 1)]
-        );
+        assert_eq!(reports[3].log.extracted_decision.as_ref().unwrap().orders, vec![Order::new("B", Side::Buy, 1)]);
         assert_eq!(e.portfolio().shares("A"), 10);
         assert_eq!(e.portfolio().shares("B"), 1);
         // steps_remaining counts down to 0 in the prompt.
         let requests = seen.lock().unwrap();
-        assert!(
-            requests[0]
-                .messages
-                .last()
-                .unwrap()
-                .content
-                .contains("3 more decision points")
-        );
-        assert!(
-            requests[3]
-                .messages
-                .last()
-                .unwrap()
-                .content
-                .contains("This is the last decision point.")
-        );
+        assert!(requests[0].messages.last().unwrap().content.contains("3 more decision points"));
+        assert!(requests[3].messages.last().unwrap().content.contains("This is the last decision point."));
         // The DecisionResult of step 2 went back to the agent as the tool result of call c2.
         let tool_msg = requests[3]
             .messages
@@ -813,10 +741,7 @@ mod tests {
         let failing = FnToolModel(|_: &ChatRequest| Err(LlmError::Request("offline".into())));
         let mut e = episode("llm");
         e.apply_op(&TradingOp::CaseDataInject {
-            item: CaseDataItem {
-                kind: CaseDataKind::News,
-                content: "rumour".into(),
-            },
+            item: CaseDataItem { kind: CaseDataKind::News, content: "rumour".into() },
         })
         .unwrap();
         let before = e.clone();
@@ -854,105 +779,46 @@ mod tests {
         e.run_blocking(1, &model).unwrap();
 
         // Patch: validated all or nothing.
-        let bad = TradingOp::PortfolioPatch {
-            cash: Some(5.0),
-            positions: [("Z".to_string(), 1)].into(),
-        };
-        assert!(
-            e.apply_op(&bad)
-                .unwrap_err()
-                .to_string()
-                .contains("positions.Z: not in the episode's tickers (A, B)")
-        );
+        let bad = TradingOp::PortfolioPatch { cash: Some(5.0), positions: [("Z".to_string(), 1)].into() };
+        assert!(e.apply_op(&bad).unwrap_err().to_string().contains("positions.Z: not in the episode's tickers (A, B)"));
         assert_eq!(e.portfolio().cash, 1000.0, "a failed op changes nothing");
-        let neg = TradingOp::PortfolioPatch {
-            cash: None,
-            positions: [("A".to_string(), -1)].into(),
-        };
+        let neg = TradingOp::PortfolioPatch { cash: None, positions: [("A".to_string(), -1)].into() };
         assert_eq!(
             e.apply_op(&neg).unwrap_err().to_string(),
             "portfolio_patch.positions.A: shares must be 0 or more, got -1"
         );
         assert!(
-            e.apply_op(&TradingOp::PortfolioPatch {
-                cash: Some(f64::NAN),
-                positions: Default::default()
-            })
-            .is_err()
+            e.apply_op(&TradingOp::PortfolioPatch { cash: Some(f64::NAN), positions: Default::default() }).is_err()
         );
-        e.apply_op(&TradingOp::PortfolioPatch {
-            cash: Some(500.0),
-            positions: [("A".to_string(), 7)].into(),
-        })
-        .unwrap();
+        e.apply_op(&TradingOp::PortfolioPatch { cash: Some(500.0), positions: [("A".to_string(), 7)].into() }).unwrap();
         assert_eq!(e.portfolio().cash, 500.0);
         assert_eq!(e.portfolio().shares("A"), 7);
 
         // Inject: shown in the next Case only, after the curated items.
-        let item = CaseDataItem {
-            kind: CaseDataKind::News,
-            content: "A wins a big contract".into(),
-        };
+        let item = CaseDataItem { kind: CaseDataKind::News, content: "A wins a big contract".into() };
         e.apply_op(&TradingOp::CaseDataInject { item: item.clone() }).unwrap();
         assert_eq!(e.view().pending_case_data, vec![item.clone()]);
         let r = e.run_blocking(1, &model).unwrap().remove(0);
         assert_eq!(r.case.case_data.items.last(), Some(&item));
-        assert_eq!(
-            r.case.portfolio.shares("A"),
-            7,
-            "the patched portfolio reaches the Case"
-        );
-        assert!(
-            seen.lock().unwrap()[1]
-                .messages
-                .last()
-                .unwrap()
-                .content
-                .contains("A wins a big contract")
-        );
+        assert_eq!(r.case.portfolio.shares("A"), 7, "the patched portfolio reaches the Case");
+        assert!(seen.lock().unwrap()[1].messages.last().unwrap().content.contains("A wins a big contract"));
         assert!(e.view().pending_case_data.is_empty());
 
         // Prompt and agent swaps.
-        e.apply_op(&TradingOp::AgentPromptReplace {
-            system_prompt: "Only buy B.".into(),
-        })
-        .unwrap();
-        assert_eq!(
-            e.agent(),
-            &AgentSpec::Llm {
-                system_prompt: Some("Only buy B.".into()),
-                history: 2
-            }
-        );
+        e.apply_op(&TradingOp::AgentPromptReplace { system_prompt: "Only buy B.".into() }).unwrap();
+        assert_eq!(e.agent(), &AgentSpec::Llm { system_prompt: Some("Only buy B.".into()), history: 2 });
         assert!(!e.memory().is_empty());
-        e.apply_op(&TradingOp::AgentSwap {
-            agent: AgentSpec::BuyAndHold,
-        })
-        .unwrap();
+        e.apply_op(&TradingOp::AgentSwap { agent: AgentSpec::BuyAndHold }).unwrap();
         assert!(e.memory().is_empty());
-        let err = e
-            .apply_op(&TradingOp::AgentPromptReplace {
-                system_prompt: "x".into(),
-            })
-            .unwrap_err();
+        let err = e.apply_op(&TradingOp::AgentPromptReplace { system_prompt: "x".into() }).unwrap_err();
         assert_eq!(
             err.to_string(),
             "agent_prompt_replace: the agent is buy_and_hold, which has no prompt (use agent_swap)"
         );
         let r = e.run_blocking(1, &model).unwrap().remove(0);
-        assert!(
-            r.log.agent_output["tool_calls"][0]["id"]
-                .as_str()
-                .unwrap()
-                .starts_with("buy_and_hold-")
-        );
+        assert!(r.log.agent_output["tool_calls"][0]["id"].as_str().unwrap().starts_with("buy_and_hold-"));
         e.run_blocking(1, &model).unwrap();
-        assert!(
-            e.apply_op(&TradingOp::CaseDataInject { item })
-                .unwrap_err()
-                .to_string()
-                .contains("finished")
-        );
+        assert!(e.apply_op(&TradingOp::CaseDataInject { item }).unwrap_err().to_string().contains("finished"));
     }
 
     #[test]
@@ -987,10 +853,7 @@ mod tests {
         let mut e = TradingEpisode::new(Arc::new(tiny_market()), c).unwrap();
         assert_eq!(e.num_decision_points(), 2);
         let reports = e.run_blocking(9, &MockToolModel).unwrap();
-        let cutoffs: Vec<_> = reports
-            .iter()
-            .map(|r| r.case.information_cutoff_timestamp.clone().unwrap())
-            .collect();
+        let cutoffs: Vec<_> = reports.iter().map(|r| r.case.information_cutoff_timestamp.clone().unwrap()).collect();
         assert_eq!(cutoffs, ["2020-01-01", "2020-01-07"]);
         // The second case summarises the bars since the first cutoff.
         let s = reports[1].case.stock_data["A"].interval_summary.clone().unwrap();

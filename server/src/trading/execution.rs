@@ -63,16 +63,9 @@ pub(crate) fn execute_decision(
         }
     }
 
-    let proceeds: f64 = priced
-        .iter()
-        .filter(|(_, o, _)| o.side == Side::Sell)
-        .map(|(_, o, p)| o.quantity as f64 * p)
-        .sum();
-    let cost: f64 = priced
-        .iter()
-        .filter(|(_, o, _)| o.side == Side::Buy)
-        .map(|(_, o, p)| o.quantity as f64 * p)
-        .sum();
+    let proceeds: f64 =
+        priced.iter().filter(|(_, o, _)| o.side == Side::Sell).map(|(_, o, p)| o.quantity as f64 * p).sum();
+    let cost: f64 = priced.iter().filter(|(_, o, _)| o.side == Side::Buy).map(|(_, o, p)| o.quantity as f64 * p).sum();
     let available = portfolio.cash + proceeds;
     if cost > available + CASH_EPSILON {
         let mut buys: Vec<&str> = Vec::new();
@@ -139,14 +132,7 @@ pub(crate) fn execute_decision(
             .collect();
         format!("accepted: {} (cash now {:.2})", fills.join("; "), after.cash)
     };
-    (
-        DecisionResult {
-            status: DecisionStatus::Accepted,
-            message,
-            executed_trades: trades,
-        },
-        after,
-    )
+    (DecisionResult { status: DecisionStatus::Accepted, message, executed_trades: trades }, after)
 }
 
 #[cfg(test)]
@@ -162,14 +148,7 @@ mod tests {
             stock_data: prices
                 .iter()
                 .map(|(t, p)| {
-                    (
-                        t.to_string(),
-                        StockData {
-                            current_price: *p,
-                            daily_bars: vec![],
-                            interval_summary: None,
-                        },
-                    )
+                    (t.to_string(), StockData { current_price: *p, daily_bars: vec![], interval_summary: None })
                 })
                 .collect(),
             portfolio: PortfolioSnapshot::default(),
@@ -179,16 +158,11 @@ mod tests {
     }
 
     fn folio(cash: f64, pos: &[(&str, i64)]) -> PortfolioSnapshot {
-        PortfolioSnapshot {
-            cash,
-            positions: pos.iter().map(|(t, n)| (t.to_string(), *n)).collect(),
-        }
+        PortfolioSnapshot { cash, positions: pos.iter().map(|(t, n)| (t.to_string(), *n)).collect() }
     }
 
     fn decide(orders: &[(&str, Side, i64)]) -> Decision {
-        Decision {
-            orders: orders.iter().map(|(t, s, q)| Order::new(*t, *s, *q)).collect(),
-        }
+        Decision { orders: orders.iter().map(|(t, s, q)| Order::new(*t, *s, *q)).collect() }
     }
 
     fn rejected_with(d: Decision, c: &Case, p: &PortfolioSnapshot) -> String {
@@ -205,20 +179,13 @@ mod tests {
     fn unknown_ticker_is_named_with_the_universe() {
         let c = case(&[("AAPL", 100.0), ("MSFT", 30.0)]);
         let m = rejected_with(decide(&[("AAPL", Buy, 1), ("XYZ", Buy, 1)]), &c, &folio(1e4, &[]));
-        assert_eq!(
-            m,
-            "rejected, nothing executed: order 1: ticker XYZ not in case universe (AAPL, MSFT)"
-        );
+        assert_eq!(m, "rejected, nothing executed: order 1: ticker XYZ not in case universe (AAPL, MSFT)");
     }
 
     #[test]
     fn quantity_must_be_positive() {
         let c = case(&[("AAPL", 100.0)]);
-        let m = rejected_with(
-            decide(&[("AAPL", Buy, 0), ("AAPL", Sell, -2)]),
-            &c,
-            &folio(1e4, &[("AAPL", 5)]),
-        );
+        let m = rejected_with(decide(&[("AAPL", Buy, 0), ("AAPL", Sell, -2)]), &c, &folio(1e4, &[("AAPL", 5)]));
         assert_eq!(
             m,
             "rejected, nothing executed: order 0: buy AAPL: quantity must be a positive number of \
@@ -230,11 +197,7 @@ mod tests {
     fn cannot_sell_more_than_held_summed_per_ticker() {
         let c = case(&[("AAPL", 100.0), ("MSFT", 30.0)]);
         let p = folio(0.0, &[("AAPL", 8)]);
-        let m = rejected_with(
-            decide(&[("AAPL", Sell, 5), ("AAPL", Sell, 5), ("MSFT", Sell, 1)]),
-            &c,
-            &p,
-        );
+        let m = rejected_with(decide(&[("AAPL", Sell, 5), ("AAPL", Sell, 5), ("MSFT", Sell, 1)]), &c, &p);
         assert_eq!(
             m,
             "rejected, nothing executed: sell AAPL: 10 shares requested but only 8 held; \
@@ -268,11 +231,7 @@ mod tests {
     #[test]
     fn every_problem_is_reported_together() {
         let c = case(&[("AAPL", 100.0)]);
-        let m = rejected_with(
-            decide(&[("XYZ", Buy, 1), ("AAPL", Sell, 3), ("AAPL", Buy, 0)]),
-            &c,
-            &folio(0.0, &[]),
-        );
+        let m = rejected_with(decide(&[("XYZ", Buy, 1), ("AAPL", Sell, 3), ("AAPL", Buy, 0)]), &c, &folio(0.0, &[]));
         assert!(m.contains("order 0: ticker XYZ not in case universe (AAPL)"), "{m}");
         assert!(m.contains("order 2: buy AAPL: quantity must be a positive"), "{m}");
         assert!(m.contains("sell AAPL: 3 shares requested but only 0 held"), "{m}");
@@ -299,19 +258,13 @@ mod tests {
         let (r, after) = execute_decision(&d, &c, &p);
         assert!(r.is_accepted(), "{}", r.message);
         assert_eq!(after, folio(800.0, &[("AAPL", 12)]));
-        let fills: Vec<(usize, Side, &str)> = r
-            .executed_trades
-            .iter()
-            .map(|t| (t.order_index, t.side, t.ticker.as_str()))
-            .collect();
+        let fills: Vec<(usize, Side, &str)> =
+            r.executed_trades.iter().map(|t| (t.order_index, t.side, t.ticker.as_str())).collect();
         assert_eq!(fills, [(1, Sell, "MSFT"), (0, Buy, "AAPL")], "sells execute first");
         assert_eq!(r.executed_trades[0].price, 30.0);
         assert_eq!(r.executed_trades[0].timestamp, "2012-06-01");
         assert_eq!(r.executed_trades[0].case_id, "ep:0");
-        assert_eq!(
-            r.message,
-            "accepted: sold 50 MSFT at 30.00; bought 12 AAPL at 100.00 (cash now 800.00)"
-        );
+        assert_eq!(r.message, "accepted: sold 50 MSFT at 30.00; bought 12 AAPL at 100.00 (cash now 800.00)");
     }
 
     #[test]

@@ -41,11 +41,7 @@ pub(crate) fn performance(returns: &[f64]) -> Performance {
         max_drawdown = max_drawdown.max((peak - index) / peak);
     }
     let total_return = index - 1.0;
-    let annualised_return = if index > 0.0 {
-        index.powf(TRADING_DAYS_PER_YEAR / n as f64) - 1.0
-    } else {
-        -1.0
-    };
+    let annualised_return = if index > 0.0 { index.powf(TRADING_DAYS_PER_YEAR / n as f64) - 1.0 } else { -1.0 };
     let (volatility, sharpe) = if n >= 2 {
         let mean = returns.iter().sum::<f64>() / n as f64;
         let var = returns.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
@@ -55,22 +51,13 @@ pub(crate) fn performance(returns: &[f64]) -> Performance {
     } else {
         (0.0, None)
     };
-    Performance {
-        total_return,
-        annualised_return,
-        volatility,
-        sharpe,
-        max_drawdown,
-    }
+    Performance { total_return, annualised_return, volatility, sharpe, max_drawdown }
 }
 
 /// Day-over-day simple returns of a value series.
 #[cfg(test)]
 pub(crate) fn simple_returns(values: &[f64]) -> Vec<f64> {
-    values
-        .windows(2)
-        .map(|w| if w[0] > 0.0 { w[1] / w[0] - 1.0 } else { 0.0 })
-        .collect()
+    values.windows(2).map(|w| if w[0] > 0.0 { w[1] / w[0] - 1.0 } else { 0.0 }).collect()
 }
 
 /// The portfolio in force from the close of `date` on.
@@ -109,30 +96,22 @@ pub(crate) fn equity(market: &MarketData, days: &[String], holdings: &[Holding])
             current = &holdings[next].portfolio;
             next += 1;
         }
-        out.points.push(EquityPoint {
-            date: day.clone(),
-            value: value(current, day),
-        });
+        out.points.push(EquityPoint { date: day.clone(), value: value(current, day) });
     }
     out
 }
 
 /// The buy-and-hold benchmark's holdings: `cash` split equally over `tickers` at `day`'s close.
 pub(crate) fn buy_and_hold_holdings(market: &MarketData, tickers: &[String], day: &str, cash: f64) -> Vec<Holding> {
-    let prices: Vec<(&str, f64)> = tickers
-        .iter()
-        .filter_map(|t| market.close(t, day).map(|p| (t.as_str(), p)))
-        .collect();
+    let prices: Vec<(&str, f64)> =
+        tickers.iter().filter_map(|t| market.close(t, day).map(|p| (t.as_str(), p))).collect();
     let mut portfolio = PortfolioSnapshot::cash_only(cash);
     for (t, n) in equal_split(cash, &prices) {
         let p = market.close(&t, day).unwrap_or(0.0);
         portfolio.cash -= n as f64 * p;
         portfolio.positions.insert(t, n);
     }
-    vec![Holding {
-        date: day.to_owned(),
-        portfolio,
-    }]
+    vec![Holding { date: day.to_owned(), portfolio }]
 }
 
 /// The evaluation of a strategy curve against buy-and-hold on the same days.
@@ -149,13 +128,7 @@ pub(crate) fn episode_metrics(
     let strategy = equity(market, days, holdings);
     let bench = days
         .first()
-        .map(|d| {
-            equity(
-                market,
-                days,
-                &buy_and_hold_holdings(market, &config.tickers, d, config.initial_cash),
-            )
-        })
+        .map(|d| equity(market, days, &buy_and_hold_holdings(market, &config.tickers, d, config.initial_cash)))
         .unwrap_or_default();
     let last_value = |e: &Equity| e.points.last().map_or(config.initial_cash, |p| p.value);
     EpisodeMetrics {
@@ -197,16 +170,10 @@ pub fn evaluate_log(log: &EpisodeLog, market: &MarketData) -> Result<EpisodeMetr
     } else {
         schedule.points[logged - 1] + 1
     };
-    let trades: Vec<&ExecutedTrade> = log
-        .decision_point_logs
-        .iter()
-        .flat_map(|d| d.execution_result.executed_trades.iter())
-        .collect();
+    let trades: Vec<&ExecutedTrade> =
+        log.decision_point_logs.iter().flat_map(|d| d.execution_result.executed_trades.iter()).collect();
     let mut portfolio = PortfolioSnapshot::cash_only(c.initial_cash);
-    let mut holdings = vec![Holding {
-        date: schedule.days[0].clone(),
-        portfolio: portfolio.clone(),
-    }];
+    let mut holdings = vec![Holding { date: schedule.days[0].clone(), portfolio: portfolio.clone() }];
     for t in &trades {
         let shares = portfolio.positions.entry(t.ticker.clone()).or_default();
         match t.side {
@@ -220,16 +187,10 @@ pub fn evaluate_log(log: &EpisodeLog, market: &MarketData) -> Result<EpisodeMetr
             }
         }
         portfolio.positions.retain(|_, n| *n != 0);
-        holdings.push(Holding {
-            date: t.timestamp.clone(),
-            portfolio: portfolio.clone(),
-        });
+        holdings.push(Holding { date: t.timestamp.clone(), portfolio: portfolio.clone() });
     }
-    let rejected = log
-        .decision_point_logs
-        .iter()
-        .filter(|d| d.execution_result.status == DecisionStatus::Rejected)
-        .count();
+    let rejected =
+        log.decision_point_logs.iter().filter(|d| d.execution_result.status == DecisionStatus::Rejected).count();
     Ok(episode_metrics(
         market,
         c,
@@ -291,21 +252,14 @@ pub(crate) fn format_metrics(m: &EpisodeMetrics) -> String {
         m.decision_points
     );
     out += &row("", "strategy".into(), "buy & hold".into());
-    out += &row(
-        "final value",
-        format!("{:.2}", m.final_value),
-        format!("{:.2}", m.buy_and_hold_final_value),
-    );
+    out += &row("final value", format!("{:.2}", m.final_value), format!("{:.2}", m.buy_and_hold_final_value));
     out += &row("total return", pct(s.total_return), pct(b.total_return));
     out += &row("annualised return", pct(s.annualised_return), pct(b.annualised_return));
     let plain = |x: f64| format!("{:.2}%", x * 100.0);
     out += &row("volatility (ann.)", plain(s.volatility), plain(b.volatility));
     out += &row("sharpe", sharpe(s.sharpe), sharpe(b.sharpe));
     out += &row("max drawdown", pct(-s.max_drawdown), pct(-b.max_drawdown));
-    out += &format!(
-        "  trades: {}   rejected decisions: {}\n",
-        m.num_trades, m.rejected_decisions
-    );
+    out += &format!("  trades: {}   rejected decisions: {}\n", m.num_trades, m.rejected_decisions);
     out
 }
 
@@ -327,10 +281,7 @@ mod tests {
         let p = performance(&r);
         assert!(close_enough(p.total_return, 0.188), "{p:?}");
         // mean 1/15, sample sd sqrt(0.0233…) = 0.1527525…
-        assert!(
-            close_enough(p.volatility, 0.152_752_523_165_194_7 * 252f64.sqrt()),
-            "{p:?}"
-        );
+        assert!(close_enough(p.volatility, 0.152_752_523_165_194_7 * 252f64.sqrt()), "{p:?}");
         assert!(close_enough(p.volatility, 2.424_871_130_596_428), "{p:?}");
         assert!(close_enough(p.sharpe.unwrap(), 4.0 * 3f64.sqrt()), "{p:?}"); // 6.9282…
         assert!(close_enough(p.annualised_return, 1.188f64.powi(84) - 1.0), "{p:?}");
@@ -379,23 +330,11 @@ mod tests {
     #[test]
     fn equity_values_holdings_and_ignores_cash_injections() {
         let m = market();
-        let all_a = PortfolioSnapshot {
-            cash: 0.0,
-            positions: [("A".to_string(), 10)].into(),
-        };
+        let all_a = PortfolioSnapshot { cash: 0.0, positions: [("A".to_string(), 10)].into() };
         let holdings = vec![
-            Holding {
-                date: "2020-01-01".into(),
-                portfolio: all_a.clone(),
-            },
+            Holding { date: "2020-01-01".into(), portfolio: all_a.clone() },
             // A cash injection after day 2: value jumps but the return does not.
-            Holding {
-                date: "2020-01-02".into(),
-                portfolio: PortfolioSnapshot {
-                    cash: 1000.0,
-                    ..all_a.clone()
-                },
-            },
+            Holding { date: "2020-01-02".into(), portfolio: PortfolioSnapshot { cash: 1000.0, ..all_a.clone() } },
         ];
         let e = equity(&m, &days(), &holdings);
         let values: Vec<f64> = e.points.iter().map(|p| p.value).collect();
@@ -414,10 +353,7 @@ mod tests {
         let m = market();
         let cfg = EpisodeConfig::new("e", "test", vec!["A".into(), "B".into()], 100.0);
         // The strategy stays in cash.
-        let cash = vec![Holding {
-            date: "2020-01-01".into(),
-            portfolio: PortfolioSnapshot::cash_only(100.0),
-        }];
+        let cash = vec![Holding { date: "2020-01-01".into(), portfolio: PortfolioSnapshot::cash_only(100.0) }];
         let em = episode_metrics(&m, &cfg, &days(), &cash, 4, 0, 1);
         assert_eq!(em.strategy.total_return, 0.0);
         assert_eq!(em.final_value, 100.0);

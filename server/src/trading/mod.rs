@@ -64,9 +64,6 @@ pub enum TradingError {
 
 impl TradingError {
     pub(crate) fn storage(path: impl Into<PathBuf>, message: impl ToString) -> Self {
-        TradingError::Storage {
-            path: path.into(),
-            message: message.to_string(),
-        }
+        TradingError::Storage { path: path.into(), message: message.to_string() }
     }
 }

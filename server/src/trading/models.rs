@@ -38,14 +38,7 @@ pub struct PricePoint {
 impl PricePoint {
     /// The bar of one day.
     pub(crate) fn daily(date: &str, open: f64, high: f64, low: f64, close: f64, volume: u64) -> PricePoint {
-        PricePoint {
-            timestamp: date.to_owned(),
-            open,
-            high,
-            low,
-            close,
-            volume,
-        }
+        PricePoint { timestamp: date.to_owned(), open, high, low, close, volume }
     }
 }
 
@@ -166,11 +159,7 @@ pub struct Order {
 
 impl Order {
     pub(crate) fn new(ticker: impl Into<String>, side: Side, quantity: i64) -> Self {
-        Order {
-            ticker: ticker.into(),
-            side,
-            quantity,
-        }
+        Order { ticker: ticker.into(), side, quantity }
     }
 }
 
@@ -209,11 +198,7 @@ pub struct DecisionResult {
 
 impl DecisionResult {
     pub(crate) fn rejected(message: impl Into<String>) -> Self {
-        DecisionResult {
-            status: DecisionStatus::Rejected,
-            message: message.into(),
-            executed_trades: Vec::new(),
-        }
+        DecisionResult { status: DecisionStatus::Rejected, message: message.into(), executed_trades: Vec::new() }
     }
 
     pub fn is_accepted(&self) -> bool {
@@ -380,9 +365,7 @@ fn whole_number<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
                 _ => Err(D::Error::custom(format!("expected a whole number of shares, got {n}"))),
             }
         }
-        other => Err(D::Error::custom(format!(
-            "expected a whole number of shares, got {other}"
-        ))),
+        other => Err(D::Error::custom(format!("expected a whole number of shares, got {other}"))),
     }
 }
 
@@ -508,10 +491,7 @@ mod tests {
     fn episode_models_round_trip() {
         let cfg: EpisodeConfig = round_trip(json!({"episode_id": "ep1", "agent_id": "momentum",
             "tickers": ["AAPL", "MSFT"], "initial_cash": 100000.0}));
-        assert_eq!(
-            cfg,
-            EpisodeConfig::new("ep1", "momentum", vec!["AAPL".into(), "MSFT".into()], 1e5)
-        );
+        assert_eq!(cfg, EpisodeConfig::new("ep1", "momentum", vec!["AAPL".into(), "MSFT".into()], 1e5));
         let full: EpisodeConfig = round_trip(json!({"episode_id": "ep1", "agent_id": "momentum",
             "tickers": ["AAPL"], "initial_cash": 5.0, "start_date": "2012-06-01",
             "end_date": "2012-12-31", "decision_interval": 5, "lookback_days": 20,
@@ -553,10 +533,7 @@ mod tests {
         // Without serde_json's `float_roundtrip` this reads back as …96915.
         let p: PortfolioSnapshot = serde_json::from_str(r#"{"cash": 108.14999999996917, "positions": {}}"#).unwrap();
         assert_eq!(p.cash, 108.149_999_999_969_17);
-        assert_eq!(
-            serde_json::to_string(&p).unwrap(),
-            r#"{"cash":108.14999999996917,"positions":{}}"#
-        );
+        assert_eq!(serde_json::to_string(&p).unwrap(), r#"{"cash":108.14999999996917,"positions":{}}"#);
     }
 
     #[test]

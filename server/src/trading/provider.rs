@@ -34,10 +34,7 @@ fn reply_of(response: &ChatResponse) -> ModelReply {
             .tool_calls
             .iter()
             .enumerate()
-            .map(|(i, c)| ToolCall {
-                id: Some(c.id.clone().unwrap_or_else(|| format!("call_{i}"))),
-                ..c.clone()
-            })
+            .map(|(i, c)| ToolCall { id: Some(c.id.clone().unwrap_or_else(|| format!("call_{i}"))), ..c.clone() })
             .collect(),
     }
 }
@@ -48,10 +45,7 @@ impl ToolModel for ProviderToolModel {
             let record = |r: &ChatResponse| serde_json::to_string(&reply_of(r)).unwrap_or_default();
             let budget = self.budget.as_deref();
             let mut state = LlmState::default();
-            let request = ChatRequest {
-                watch: self.watch.clone(),
-                ..request.clone()
-            };
+            let request = ChatRequest { watch: self.watch.clone(), ..request.clone() };
             let response = metered_call(&*self.provider, &self.ledger, budget, &request, &mut state, record).await?;
             Ok(reply_of(&response))
         })
@@ -65,9 +59,7 @@ pub(crate) struct ReplayToolModel {
 
 impl ReplayToolModel {
     pub(crate) fn new(records: &[LlmRecord]) -> ReplayToolModel {
-        ReplayToolModel {
-            inner: ReplayClient::new(records),
-        }
+        ReplayToolModel { inner: ReplayClient::new(records) }
     }
 }
 

@@ -48,9 +48,7 @@ pub(crate) fn check_run_id(run_id: &str) -> Result<(), TradingError> {
     let ok = !run_id.is_empty()
         && run_id != "."
         && run_id != ".."
-        && run_id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        && run_id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
     if ok {
         Ok(())
     } else {
@@ -70,15 +68,9 @@ pub(crate) fn run_dir(root: &Path, run_id: &str) -> Result<PathBuf, TradingError
 pub fn write_run(root: &Path, run_id: &str, logs: &[EpisodeLog]) -> Result<PathBuf, TradingError> {
     let dir = run_dir(root, run_id)?;
     if dir.exists() {
-        let occupied = std::fs::read_dir(&dir)
-            .map_err(|e| TradingError::storage(&dir, e))?
-            .next()
-            .is_some();
+        let occupied = std::fs::read_dir(&dir).map_err(|e| TradingError::storage(&dir, e))?.next().is_some();
         if occupied {
-            return Err(TradingError::storage(
-                &dir,
-                "already holds a run; choose another run id or remove it",
-            ));
+            return Err(TradingError::storage(&dir, "already holds a run; choose another run id or remove it"));
         }
     }
     std::fs::create_dir_all(&dir).map_err(|e| TradingError::storage(&dir, e))?;
@@ -132,12 +124,7 @@ pub fn read_run(root: &Path, run_id: &str) -> Result<StoredRun, TradingError> {
             format!("does not match the configs of the {} episode logs", episode_logs.len()),
         ));
     }
-    Ok(StoredRun {
-        run_id: run_id.to_owned(),
-        configs,
-        episode_logs,
-        trade_history,
-    })
+    Ok(StoredRun { run_id: run_id.to_owned(), configs, episode_logs, trade_history })
 }
 
 fn to_pretty<T: serde::Serialize>(v: &T) -> Result<String, TradingError> {
@@ -169,10 +156,7 @@ struct ParseError {
 /// Parses JSON into a model; the error gives the JSON path of the bad field.
 fn parse<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, ParseError> {
     let de = &mut serde_json::Deserializer::from_str(text);
-    serde_path_to_error::deserialize(de).map_err(|e| ParseError {
-        path: e.path().to_string(),
-        source: e.into_inner(),
-    })
+    serde_path_to_error::deserialize(de).map_err(|e| ParseError { path: e.path().to_string(), source: e.into_inner() })
 }
 
 #[cfg(test)]
@@ -212,10 +196,8 @@ mod tests {
         let root = temp_root("layout");
         let logs = two_logs();
         let dir = write_run(&root, "run-1", &logs).unwrap();
-        let mut names: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
+        let mut names: Vec<String> =
+            std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         names.sort();
         assert_eq!(names, ["config.json", "episode_log.jsonl", "trade_history.json"]);
 
@@ -231,10 +213,7 @@ mod tests {
         assert_eq!(configs[1].agent_id, "momentum");
         let trades: TradeHistory =
             serde_json::from_str(&std::fs::read_to_string(dir.join(TRADE_HISTORY_FILE)).unwrap()).unwrap();
-        let expected: usize = logs
-            .iter()
-            .map(|l| l.episode_result.as_ref().unwrap().trade_history.trades.len())
-            .sum();
+        let expected: usize = logs.iter().map(|l| l.episode_result.as_ref().unwrap().trade_history.trades.len()).sum();
         assert_eq!(trades.trades.len(), expected);
 
         let run = read_run(&root, "run-1").unwrap();
@@ -251,10 +230,7 @@ mod tests {
         let logs = two_logs();
         write_run(&root, "r", &logs).unwrap();
         let err = write_run(&root, "r", &logs).unwrap_err().to_string();
-        assert!(
-            err.ends_with("already holds a run; choose another run id or remove it"),
-            "{err}"
-        );
+        assert!(err.ends_with("already holds a run; choose another run id or remove it"), "{err}");
         for bad in ["", "..", "a/b", "a b"] {
             assert!(write_run(&root, bad, &logs).is_err(), "{bad:?}");
         }
@@ -271,10 +247,7 @@ mod tests {
         std::fs::write(&path, broken).unwrap();
         let err = read_run(&root, "r").unwrap_err().to_string();
         assert!(err.contains("episode_log.jsonl: line 1:"), "{err}");
-        assert!(
-            err.contains("decision_point_logs[0].execution_result.status: unknown variant `maybe`"),
-            "{err}"
-        );
+        assert!(err.contains("decision_point_logs[0].execution_result.status: unknown variant `maybe`"), "{err}");
         std::fs::write(&path, text.lines().next().unwrap()).unwrap();
         let err = read_run(&root, "r").unwrap_err().to_string();
         assert!(err.contains("does not match the configs"), "{err}");

@@ -13,11 +13,7 @@ impl SimTree {
     /// A lossless JSON snapshot of the whole tree (logs, ops, simulator states).
     pub fn export(&mut self) -> Result<TreeExport, TreeError> {
         self.check_exportable()?;
-        let nodes = self
-            .ids()
-            .into_iter()
-            .map(|id| self.export_node(id))
-            .collect::<Result<_, TreeError>>()?;
+        let nodes = self.ids().into_iter().map(|id| self.export_node(id)).collect::<Result<_, TreeError>>()?;
         Ok(TreeExport {
             format: EXPORT_FORMAT.into(),
             scenario: self.scenario.clone(),

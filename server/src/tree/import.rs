@@ -19,14 +19,8 @@ impl SimTree {
         market: Option<&Arc<MarketData>>,
         limits: &ImportLimits,
     ) -> Result<SimTree, TreeError> {
-        let mut importer = Importer::new(
-            data.format,
-            data.scenario,
-            data.root,
-            Some(data.seq),
-            limits,
-            market.cloned(),
-        )?;
+        let mut importer =
+            Importer::new(data.format, data.scenario, data.root, Some(data.seq), limits, market.cloned())?;
         importer.document = data.document;
         importer.scenario_version = data.scenario_version;
         importer.name = data.name;
@@ -86,9 +80,7 @@ impl Importer {
     ) -> Result<Importer, TreeError> {
         let bad = |m: String| TreeError::InvalidOp(m);
         if format != EXPORT_FORMAT {
-            return Err(bad(format!(
-                "unsupported export format '{format}' (expected {EXPORT_FORMAT})"
-            )));
+            return Err(bad(format!("unsupported export format '{format}' (expected {EXPORT_FORMAT})")));
         }
         if root != 0 {
             return Err(bad(format!("root must be node 0, not {root}")));
@@ -163,20 +155,13 @@ impl Importer {
         if n.depth != expected_depth {
             return Err(at(format!("depth {} but its parent implies {expected_depth}", n.depth)));
         }
-        let expected_edge = if n.parent.is_none() {
-            EdgeType::Root
-        } else {
-            Op::edge_type_of(&n.ops)
-        };
+        let expected_edge = if n.parent.is_none() { EdgeType::Root } else { Op::edge_type_of(&n.ops) };
         // A sweep's (an exploration's) cells and replicates keep their ops but say `sweep`
         // (`explore`).
         let sweep =
             matches!(n.edge_type, EdgeType::Sweep | EdgeType::Explore) && n.parent.is_some() && !n.ops.is_empty();
         if n.edge_type != expected_edge && !sweep {
-            return Err(at(format!(
-                "edge type {:?} does not match its ops ({expected_edge:?})",
-                n.edge_type
-            )));
+            return Err(at(format!("edge type {:?} does not match its ops ({expected_edge:?})", n.edge_type)));
         }
         for op in &n.ops {
             if let Op::Advance { turns } = op
@@ -226,11 +211,7 @@ impl Importer {
             sim: Some(Arc::new(sim)),
             log: Arc::new(NodeLog::from_entries(entries.iter().map(String::as_str))),
             // A run that was in flight when the tree was exported did not finish.
-            status: if n.status == NodeStatus::Running {
-                NodeStatus::Interrupted
-            } else {
-                n.status
-            },
+            status: if n.status == NodeStatus::Running { NodeStatus::Interrupted } else { n.status },
             error: n.error,
             records: n.records,
         };
@@ -366,9 +347,7 @@ pub(crate) fn read_export<R: std::io::Read>(
                             return Err(A::Error::custom("duplicate field `nodes`"));
                         }
                         let (Some(format), Some(scenario), Some(root)) = (format.take(), scenario.take(), root) else {
-                            return Err(A::Error::custom(
-                                "`format`, `scenario` and `root` must come before `nodes`",
-                            ));
+                            return Err(A::Error::custom("`format`, `scenario` and `root` must come before `nodes`"));
                         };
                         let mut imp =
                             match Importer::new(format, scenario, root, seq, self.0.limits, self.0.market.clone()) {
@@ -482,25 +461,12 @@ pub(crate) fn read_export<R: std::io::Read>(
     }
 
     let part = Rc::new(Cell::new(0));
-    let metered = Metered {
-        inner: reader,
-        part: part.clone(),
-        limit: limits.max_part_bytes(),
-        in_string: false,
-        escaped: false,
-    };
-    let mut state = State {
-        limits,
-        market,
-        on_node,
-        failure: None,
-        part,
-    };
+    let metered =
+        Metered { inner: reader, part: part.clone(), limit: limits.max_part_bytes(), in_string: false, escaped: false };
+    let mut state = State { limits, market, on_node, failure: None, part };
     let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(1 << 16, metered));
     let (parsed, too_large) = log_entries::with_budget(limits.max_memory, || {
-        (&mut de)
-            .deserialize_map(Top(&mut state))
-            .and_then(|imp| de.end().map(|()| imp))
+        (&mut de).deserialize_map(Top(&mut state)).and_then(|imp| de.end().map(|()| imp))
     });
     match (parsed, state.failure) {
         (_, Some(e)) => Err(e),
@@ -569,14 +535,9 @@ impl<R: std::io::Read> std::io::Read for Metered<R> {
 /// reason it wrote when this read holds it.
 fn cut_short(read: &[u8]) -> std::io::Error {
     let text = String::from_utf8_lossy(read);
-    let reason = text.split_once(EXPORT_FAILED).map(|(_, r)| {
-        r.lines()
-            .next()
-            .unwrap_or_default()
-            .chars()
-            .take(300)
-            .collect::<String>()
-    });
+    let reason = text
+        .split_once(EXPORT_FAILED)
+        .map(|(_, r)| r.lines().next().unwrap_or_default().chars().take(300).collect::<String>());
     std::io::Error::other(match reason {
         Some(r) => format!("the export is incomplete: the server that wrote it could not finish it ({r})"),
         None => "the export is incomplete: the server that wrote it could not finish it".to_string(),
@@ -606,10 +567,6 @@ impl ImportLimits {
 
 impl Default for ImportLimits {
     fn default() -> Self {
-        ImportLimits {
-            max_nodes: 100_000,
-            max_turns: 1000,
-            max_memory: 0,
-        }
+        ImportLimits { max_nodes: 100_000, max_turns: 1000, max_memory: 0 }
     }
 }

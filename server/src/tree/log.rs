@@ -30,12 +30,7 @@ struct NodeLogInner {
 
 impl Default for NodeLogInner {
     fn default() -> Self {
-        NodeLogInner {
-            text: String::new(),
-            ends: Vec::new(),
-            live: None,
-            loaded: true,
-        }
+        NodeLogInner { text: String::new(), ends: Vec::new(), live: None, loaded: true }
     }
 }
 
@@ -59,9 +54,7 @@ impl NodeLog {
         }
         inner.text.shrink_to_fit();
         inner.ends.shrink_to_fit();
-        NodeLog {
-            inner: Mutex::new(inner),
-        }
+        NodeLog { inner: Mutex::new(inner) }
     }
 
     /// A log whose entries are in the store (see [`SimTree::log`]).
@@ -158,10 +151,7 @@ impl NodeLog {
     pub(crate) fn watch(&self, capacity: usize) -> (broadcast::Receiver<Arc<str>>, usize) {
         let mut inner = self.lock();
         let next = inner.ends.len();
-        let rx = inner
-            .live
-            .get_or_insert_with(|| broadcast::channel(capacity.max(1)).0)
-            .subscribe();
+        let rx = inner.live.get_or_insert_with(|| broadcast::channel(capacity.max(1)).0).subscribe();
         (rx, next)
     }
 
@@ -192,10 +182,5 @@ pub fn entry_json(event: &Event, node: NodeId) -> String {
         data: &'a Value,
         node: NodeId,
     }
-    serde_json::to_string(&Entry {
-        kind: event.kind.as_str(),
-        data: &event.data,
-        node,
-    })
-    .unwrap_or_else(|_| "{}".into())
+    serde_json::to_string(&Entry { kind: event.kind.as_str(), data: &event.data, node }).unwrap_or_else(|_| "{}".into())
 }

@@ -103,11 +103,7 @@ impl<'de> Visitor<'de> for Entries {
                 )));
             }
             let mut text = String::new();
-            match seq.next_element_seed(Transcode {
-                out: &mut text,
-                depth: 0,
-                top: true,
-            }) {
+            match seq.next_element_seed(Transcode { out: &mut text, depth: 0, top: true }) {
                 Ok(Some(())) => out.push(text),
                 Ok(None) => return Ok(LogEntries(out)),
                 Err(e) => return Err(A::Error::custom(format!("logs[{k}]: {e}"))),
@@ -125,11 +121,7 @@ struct Transcode<'o> {
 
 impl Transcode<'_> {
     fn child(&mut self) -> Transcode<'_> {
-        Transcode {
-            out: self.out,
-            depth: self.depth + 1,
-            top: false,
-        }
+        Transcode { out: self.out, depth: self.depth + 1, top: false }
     }
 
     fn scalar<E: serde::de::Error>(self, v: impl Serialize) -> Result<(), E> {

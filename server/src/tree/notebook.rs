@@ -48,8 +48,7 @@ pub enum NoteError {
 /// a text field may not hold (every one but newline and tab, and a carriage return before a
 /// newline is not allowed either: the text is stored as given).
 fn control(text: &str, multiline: bool) -> Option<char> {
-    text.chars()
-        .find(|&c| c.is_control() && !(multiline && (c == '\n' || c == '\t')))
+    text.chars().find(|&c| c.is_control() && !(multiline && (c == '\n' || c == '\t')))
 }
 
 fn refuse_control(field: &str, text: &str, multiline: bool) -> Result<(), NoteError> {
@@ -72,11 +71,7 @@ fn title(t: &str) -> Result<Option<String>, NoteError> {
 
 fn text(field: &str, t: &str, max: usize) -> Result<Option<String>, NoteError> {
     if t.len() > max {
-        return Err(NoteError::TooLong {
-            field: field.to_string(),
-            max,
-            len: t.len(),
-        });
+        return Err(NoteError::TooLong { field: field.to_string(), max, len: t.len() });
     }
     refuse_control(field, t, true)?;
     Ok((!t.trim().is_empty()).then(|| t.to_string()))
@@ -157,10 +152,7 @@ pub(crate) fn check_asks(asks: &[Ask]) -> Result<(), NoteError> {
         return Err(NoteError::TooManyAsks(asks.len()));
     }
     for (index, a) in asks.iter().enumerate() {
-        let at = |e: NoteError| NoteError::Ask {
-            index,
-            error: Box::new(e),
-        };
+        let at = |e: NoteError| NoteError::Ask { index, error: Box::new(e) };
         if a.seq != index as u64 {
             return Err(at(NoteError::AskOutOfOrder(a.seq)));
         }
@@ -182,43 +174,20 @@ mod tests {
 
     #[test]
     fn patches_replace_what_they_name_and_limits_are_named_in_the_refusal() {
-        let a = patched(
-            None,
-            &patch(r#"{"title":" First ","tags":["x","y","x"],"starred":true}"#),
-        )
-        .unwrap()
-        .unwrap();
+        let a = patched(None, &patch(r#"{"title":" First ","tags":["x","y","x"],"starred":true}"#)).unwrap().unwrap();
         assert_eq!(a.title.as_deref(), Some("First"));
         assert_eq!(a.tags, ["x", "y"]);
-        let b = patched(Some(&a), &patch(r#"{"note":"line\n\tindented"}"#))
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            (b.title.as_deref(), b.note.as_deref()),
-            (Some("First"), Some("line\n\tindented"))
-        );
-        let cleared = patched(
-            Some(&b),
-            &patch(r#"{"title":"","note":"  ","tags":[],"starred":false}"#),
-        )
-        .unwrap();
+        let b = patched(Some(&a), &patch(r#"{"note":"line\n\tindented"}"#)).unwrap().unwrap();
+        assert_eq!((b.title.as_deref(), b.note.as_deref()), (Some("First"), Some("line\n\tindented")));
+        let cleared = patched(Some(&b), &patch(r#"{"title":"","note":"  ","tags":[],"starred":false}"#)).unwrap();
         assert_eq!(cleared, None, "nothing left written: no annotation");
         for (body, expect) in [
             ("{}", "nothing to change"),
-            (
-                r#"{"title":"a\u0007b"}"#,
-                "title must not contain control characters (found U+0007)",
-            ),
-            (
-                r#"{"title":"a\nb"}"#,
-                "title must not contain control characters (found U+000A)",
-            ),
+            (r#"{"title":"a\u0007b"}"#, "title must not contain control characters (found U+0007)"),
+            (r#"{"title":"a\nb"}"#, "title must not contain control characters (found U+000A)"),
             (r#"{"note":"a\rb"}"#, "other than newline and tab (found U+000D)"),
             (r#"{"tags":[""]}"#, "tags[0]: a tag is 1 to 64"),
-            (
-                r#"{"tags":["ok","a\u0000"]}"#,
-                "tags[1] must not contain control characters",
-            ),
+            (r#"{"tags":["ok","a\u0000"]}"#, "tags[1] must not contain control characters"),
         ] {
             let e = patched(None, &patch(body)).unwrap_err().to_string();
             assert!(e.contains(expect), "{body}: {e}");
@@ -227,30 +196,14 @@ mod tests {
         assert!(patched(None, &patch(&format!(r#"{{"title":"{}"}}"#, long(200)))).is_ok());
         assert!(patched(None, &patch(&format!(r#"{{"title":"{}"}}"#, long(201)))).is_err());
         assert!(patched(None, &patch(&format!(r#"{{"note":"{}"}}"#, "n".repeat(10 * 1024)))).is_ok());
-        let e = patched(None, &patch(&format!(r#"{{"note":"{}"}}"#, "n".repeat(10 * 1024 + 1))))
-            .unwrap_err()
-            .to_string();
+        let e =
+            patched(None, &patch(&format!(r#"{{"note":"{}"}}"#, "n".repeat(10 * 1024 + 1)))).unwrap_err().to_string();
         assert!(e.contains("at most 10240 bytes"), "{e}");
         let many: Vec<String> = (0..33).map(|i| format!("t{i}")).collect();
-        let e = patched(
-            None,
-            &NodePatch {
-                tags: Some(many),
-                ..NodePatch::default()
-            },
-        )
-        .unwrap_err()
-        .to_string();
+        let e = patched(None, &NodePatch { tags: Some(many), ..NodePatch::default() }).unwrap_err().to_string();
         assert!(e.contains("at most 32 tags"), "{e}");
-        let e = patched(
-            None,
-            &NodePatch {
-                tags: Some(vec![long(65)]),
-                ..NodePatch::default()
-            },
-        )
-        .unwrap_err()
-        .to_string();
+        let e =
+            patched(None, &NodePatch { tags: Some(vec![long(65)]), ..NodePatch::default() }).unwrap_err().to_string();
         assert!(e.contains("1 to 64 characters"), "{e}");
     }
 
@@ -285,9 +238,7 @@ mod tests {
         long.request = "h".repeat(65);
         assert_eq!(refusal(&[long]), "[0]: a field is longer than an ask can be");
         assert_eq!(
-            description(&"d".repeat(MAX_DESCRIPTION_BYTES + 1))
-                .unwrap_err()
-                .to_string(),
+            description(&"d".repeat(MAX_DESCRIPTION_BYTES + 1)).unwrap_err().to_string(),
             format!(
                 "description must be at most {MAX_DESCRIPTION_BYTES} bytes ({} KiB) of UTF-8; it has {}",
                 MAX_DESCRIPTION_BYTES / 1024,

@@ -56,26 +56,11 @@ fn entries_from_reads_the_entries_after_an_index() {
 fn branch_applies_every_op_kind_and_sets_edge_types() {
     let mut t = tree();
     let cases = [
-        (
-            json!({"op": "agent_ctx_append", "name": "Alice", "role": "user", "content": "psst"}),
-            EdgeType::AgentCtx,
-        ),
-        (
-            json!({"op": "agent_plan_replace", "name": "Alice", "plan_state": {"strategy": "x"}}),
-            EdgeType::AgentPlan,
-        ),
-        (
-            json!({"op": "agent_props_patch", "name": "Bob", "updates": {"mood": "grim"}}),
-            EdgeType::AgentProps,
-        ),
-        (
-            json!({"op": "scene_state_patch", "updates": {"time": 1200}}),
-            EdgeType::SceneState,
-        ),
-        (
-            json!({"op": "public_broadcast", "text": "Breaking"}),
-            EdgeType::PublicEvent,
-        ),
+        (json!({"op": "agent_ctx_append", "name": "Alice", "role": "user", "content": "psst"}), EdgeType::AgentCtx),
+        (json!({"op": "agent_plan_replace", "name": "Alice", "plan_state": {"strategy": "x"}}), EdgeType::AgentPlan),
+        (json!({"op": "agent_props_patch", "name": "Bob", "updates": {"mood": "grim"}}), EdgeType::AgentProps),
+        (json!({"op": "scene_state_patch", "updates": {"time": 1200}}), EdgeType::SceneState),
+        (json!({"op": "public_broadcast", "text": "Breaking"}), EdgeType::PublicEvent),
     ];
     for (op, edge) in cases {
         let op: Op = serde_json::from_value(op).unwrap();
@@ -83,17 +68,9 @@ fn branch_applies_every_op_kind_and_sets_edge_types() {
         assert_eq!(t.node(id).unwrap().edge_type, edge);
     }
     let bcast = t.node(5).unwrap();
-    assert_eq!(
-        bcast.log.len(),
-        1 + 3 + 1,
-        "the counterfactual, three deltas and one system_broadcast"
-    );
+    assert_eq!(bcast.log.len(), 1 + 3 + 1, "the counterfactual, three deltas and one system_broadcast");
     let state = t.state(5).unwrap();
-    assert!(
-        state.agents[0].short_memory[0]
-            .content
-            .ends_with("Public Event: Breaking")
-    );
+    assert!(state.agents[0].short_memory[0].content.ends_with("Public Event: Breaking"));
     let plan = t.state(2).unwrap().agents[1].plan_state.clone();
     assert_eq!(plan["strategy"], "x");
     let multi = t.branch(0, vec![]).unwrap();
@@ -105,16 +82,10 @@ fn a_failing_branch_leaves_no_node_and_no_id() {
     let mut t = tree();
     let bad = vec![
         Op::PublicBroadcast { text: "ok".into() },
-        Op::AgentPropsPatch {
-            name: "Nobody".into(),
-            updates: Default::default(),
-        },
+        Op::AgentPropsPatch { name: "Nobody".into(), updates: Default::default() },
     ];
     let err = t.branch(0, bad).unwrap_err();
-    assert_eq!(
-        err,
-        TreeError::InvalidOp("ops[1]: unknown agent 'Nobody' (agents: Host, Alice, Bob)".into())
-    );
+    assert_eq!(err, TreeError::InvalidOp("ops[1]: unknown agent 'Nobody' (agents: Host, Alice, Bob)".into()));
     assert_eq!(t.len(), 1);
     let next = t.branch(0, vec![]).unwrap();
     assert_eq!(next, 1, "no id was burnt");
@@ -168,10 +139,7 @@ fn an_import_beyond_the_engine_limits_names_the_node_and_the_field() {
     let Err(e) = SimTree::import(export, None, &ImportLimits::default()) else {
         panic!("a simulator of 0 steps per turn was imported")
     };
-    assert_eq!(
-        e.to_string(),
-        "nodes[1] (node 1): max_steps_per_turn must be between 1 and 100, got 0"
-    );
+    assert_eq!(e.to_string(), "nodes[1] (node 1): max_steps_per_turn must be between 1 and 100, got 0");
 }
 
 #[test]
@@ -183,24 +151,15 @@ fn a_node_that_would_decode_past_its_share_of_memory_is_refused_before_it_is_bui
     let props = find_object_with(&mut export["nodes"][1]["sim"], "properties").expect("an agent");
     props["properties"]["big"] = serde_json::Value::from(vec![0u8; 1_000_000]);
     let text = serde_json::to_vec(&export).unwrap();
-    let limits = ImportLimits {
-        max_memory: 64 << 20,
-        ..ImportLimits::default()
-    };
+    let limits = ImportLimits { max_memory: 64 << 20, ..ImportLimits::default() };
     assert_eq!(limits.max_part_bytes(), 16 << 20);
     let Err(e) = read_export(&text[..], &limits, None, |imp, n| imp.add(n).map(drop)) else {
         panic!("a node of ~50 MB decoded was imported under a 16 MiB share")
     };
     assert!(matches!(e, TreeError::TooLarge(_)), "{e:?}");
-    assert!(
-        e.to_string().contains("nodes[1]: one node would take more than 16 MiB"),
-        "{e}"
-    );
+    assert!(e.to_string().contains("nodes[1]: one node would take more than 16 MiB"), "{e}");
     // The same export fits a larger budget.
-    let roomy = ImportLimits {
-        max_memory: 1 << 30,
-        ..ImportLimits::default()
-    };
+    let roomy = ImportLimits { max_memory: 1 << 30, ..ImportLimits::default() };
     read_export(&text[..], &roomy, None, |imp, n| imp.add(n).map(drop)).expect("fits");
 }
 

@@ -32,11 +32,7 @@ impl Notebook<'_> {
             }
             let earlier = t.asks.get(&node).cloned().unwrap_or_default();
             if earlier.len() >= MAX_ASKS_PER_NODE {
-                return Err(Full::Asks {
-                    node,
-                    max: MAX_ASKS_PER_NODE,
-                }
-                .into());
+                return Err(Full::Asks { node, max: MAX_ASKS_PER_NODE }.into());
             }
             (t.sim(node)?, t.scenario.clone(), earlier)
         };
@@ -80,11 +76,9 @@ impl Notebook<'_> {
                 let failed = WorkbenchError::InterviewUnanswered;
                 ask.answer = match &*sim {
                     // A copy of the node's LLM state: the timeline's counters do not move.
-                    Sim::Social(s) => ctx
-                        .llm
-                        .chat(&request.messages, &mut s.world().llm.clone())
-                        .await
-                        .map_err(failed)?,
+                    Sim::Social(s) => {
+                        ctx.llm.chat(&request.messages, &mut s.world().llm.clone()).await.map_err(failed)?
+                    }
                     // The trader's model answers in text; a call it made anyway is shown as
                     // its text form and executes nothing.
                     _ => {

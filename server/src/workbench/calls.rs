@@ -104,10 +104,7 @@ impl ToolModel for ToolTap {
 /// A prompt message in its dialect-neutral text form (what the replay hash covers).
 pub(super) fn call_message(m: &Message) -> CallMessage {
     let (role, content) = m.flat();
-    CallMessage {
-        role: role.as_str().to_string(),
-        content: content.into_owned(),
-    }
+    CallMessage { role: role.as_str().to_string(), content: content.into_owned() }
 }
 
 /// What a recorded call asked of its provider's prompt cache, as the wire shows it.
@@ -117,10 +114,7 @@ fn call_cache(c: &CacheUse) -> CallCache {
         key: c.key.clone(),
         breakpoints: c.breakpoints.clone(),
         cached_content: c.cached_content.clone(),
-        created: c.created.map(|c| CreatedCache {
-            tokens: c.tokens,
-            ttl_s: c.ttl_s,
-        }),
+        created: c.created.map(|c| CreatedCache { tokens: c.tokens, ttl_s: c.ttl_s }),
         held_ms: c.held_ms,
     }
 }
@@ -155,11 +149,7 @@ impl Notebook<'_> {
     ) -> Result<NodeCalls, WorkbenchError> {
         let limit = limit.unwrap_or(DEFAULT_CALLS_PAGE);
         if !(1..=MAX_CALLS_PAGE).contains(&limit) {
-            return Err(RequestError::PageLimit {
-                limit,
-                max: MAX_CALLS_PAGE,
-            }
-            .into());
+            return Err(RequestError::PageLimit { limit, max: MAX_CALLS_PAGE }.into());
         }
         let offset = usize::try_from(offset.unwrap_or(0)).unwrap_or(usize::MAX);
         let window = offset..offset.saturating_add(limit as usize);
@@ -181,10 +171,7 @@ impl Notebook<'_> {
             if !window.contains(&(first as usize + k)) {
                 continue;
             }
-            let messages = sim
-                .interview(&a.agent, &a.question)
-                .map(|r| r.messages)
-                .unwrap_or_default();
+            let messages = sim.interview(&a.agent, &a.question).map(|r| r.messages).unwrap_or_default();
             out.calls.push(NodeCall {
                 index: first + k as u64,
                 agent: Some(a.agent),
@@ -219,12 +206,7 @@ impl Notebook<'_> {
         window: std::ops::Range<usize>,
     ) -> Result<NodeCalls, WorkbenchError> {
         let handle = self.tree(tree)?;
-        let none = |note: String| NodeCalls {
-            node,
-            calls: Vec::new(),
-            note: Some(note),
-            total: 0,
-        };
+        let none = |note: String| NodeCalls { node, calls: Vec::new(), note: Some(note), total: 0 };
         let (parent, seed, turns, records, scenario, status, done, error) = {
             let mut t = handle.lock();
             let n = t.node(node)?;
@@ -232,23 +214,12 @@ impl Notebook<'_> {
                 return Err(TreeError::Running(node).into());
             }
             let (Some(parent), [Op::Advance { turns }]) = (n.parent, n.ops.as_slice()) else {
-                return Ok(none(format!(
-                    "node {node} was not made by an advance: it called no model"
-                )));
+                return Ok(none(format!("node {node} was not made by an advance: it called no model")));
             };
             let (turns, records, status, done) = (*turns, n.records.clone(), n.status, n.turns);
             let error = n.error.clone();
             let seed = t.sim(node).ok().and_then(|s| s.seed());
-            (
-                t.sim(parent)?,
-                seed,
-                turns,
-                records,
-                t.scenario.clone(),
-                status,
-                done,
-                error,
-            )
+            (t.sim(parent)?, seed, turns, records, t.scenario.clone(), status, done, error)
         };
         if matches!(*parent, Sim::Abm(_)) {
             return Ok(none("an agent-based model's steps call no language model".into()));
@@ -278,19 +249,10 @@ impl Notebook<'_> {
             watch: Default::default(),
         };
         let (ctx, _) = crate::backend::run_ctx(&self.backend, req)?;
-        let seen: Captured = Arc::new(Mutex::new(Capture {
-            window,
-            calls: Vec::new(),
-        }));
+        let seen: Captured = Arc::new(Mutex::new(Capture { window, calls: Vec::new() }));
         let tapped = RunCtx {
-            llm: Arc::new(Tap {
-                inner: ctx.llm,
-                seen: seen.clone(),
-            }),
-            tools: Arc::new(ToolTap {
-                inner: ctx.tools,
-                seen: seen.clone(),
-            }),
+            llm: Arc::new(Tap { inner: ctx.llm, seen: seen.clone() }),
+            tools: Arc::new(ToolTap { inner: ctx.tools, seen: seen.clone() }),
             abm,
         };
         let mut sink = |_: Event| {};
@@ -330,11 +292,7 @@ impl Notebook<'_> {
                     used[k] = true;
                     r
                 });
-            let (action, parse_error) = if social && !call.failed {
-                action_of(&call.reply)
-            } else {
-                (None, None)
-            };
+            let (action, parse_error) = if social && !call.failed { action_of(&call.reply) } else { (None, None) };
             // Why a failed call failed is the node's own reason (the run again fails on its
             // missing record, which says less).
             let failed = call.failed.then(|| error.unwrap_or("no reply").to_string());

@@ -28,10 +28,7 @@ impl Scenarios<'_> {
             let sim = self.instantiate(&user, doc)?;
             self.check_hooks(&sim)?;
         }
-        Ok(ScenarioChecked {
-            kind: ScenarioEntry::from(&user).kind(),
-            title: user.title().to_string(),
-        })
+        Ok(ScenarioChecked { kind: ScenarioEntry::from(&user).kind(), title: user.title().to_string() })
     }
 
     /// `POST /api/documents/preview`: for each role (each agent without one), the first prompt
@@ -82,9 +79,7 @@ impl Core {
     /// The simulator a tree of `doc` would start from (seed as the document says).
     fn instantiate(&self, user: &UserScenario, doc: &Value) -> Result<Sim, WorkbenchError> {
         let market = self.market_for(dataset_of(doc))?;
-        ScenarioEntry::from(user)
-            .instantiate(None, market.as_ref())
-            .map_err(WorkbenchError::from)
+        ScenarioEntry::from(user).instantiate(None, market.as_ref()).map_err(WorkbenchError::from)
     }
 }
 

@@ -77,20 +77,13 @@ impl Datasets<'_> {
         let info = info_of(name, &d.market, d.rows, d.first, d.last, Some(text));
         let market = Arc::new(d.market);
         if let Some(store) = &self.store {
-            store.write(Write::Dataset {
-                name: name.to_string(),
-                body: text.to_string(),
-            });
+            store.write(Write::Dataset { name: name.to_string(), body: text.to_string() });
             store.flush()?;
         }
         let kept = self.store.is_none().then(|| market.clone());
         self.datasets.insert(
             name.to_string(),
-            Arc::new(UserDataset {
-                info: info.clone(),
-                market: Mutex::new(Arc::downgrade(&market)),
-                kept,
-            }),
+            Arc::new(UserDataset { info: info.clone(), market: Mutex::new(Arc::downgrade(&market)), kept }),
         );
         Ok(info)
     }
@@ -122,14 +115,7 @@ impl Datasets<'_> {
             let all: Vec<String> = m.tickers().iter().map(|t| t.to_string()).collect();
             let days = m.trading_days(&all, None, None);
             let (first, last) = (days.first().cloned(), days.last().cloned());
-            info_of(
-                SHIPPED_DATASET,
-                m,
-                rows,
-                first.unwrap_or_default(),
-                last.unwrap_or_default(),
-                None,
-            )
+            info_of(SHIPPED_DATASET, m, rows, first.unwrap_or_default(), last.unwrap_or_default(), None)
         });
         let mut mine: Vec<DatasetInfo> = self.datasets.iter().map(|d| d.info.clone()).collect();
         mine.sort_by(|a, b| a.name.cmp(&b.name));
@@ -156,10 +142,7 @@ impl Datasets<'_> {
             return Err(WorkbenchError::ShippedDataset);
         }
         if let Some(tree) = self.tree_using(name)? {
-            return Err(WorkbenchError::DatasetInUse {
-                name: name.to_string(),
-                tree,
-            });
+            return Err(WorkbenchError::DatasetInUse { name: name.to_string(), tree });
         }
         if let Some(store) = &self.store {
             store.write(Write::DeleteDataset { name: name.to_string() });
@@ -171,12 +154,8 @@ impl Datasets<'_> {
 
     /// A trading tree made from a document that names `dataset` (stored trees are loaded).
     fn tree_using(&self, dataset: &str) -> Result<Option<u64>, WorkbenchError> {
-        let ids: Vec<u64> = super::Trees(self.0)
-            .list()
-            .into_iter()
-            .filter(|t| t.kind == SimKind::Trading)
-            .map(|t| t.id)
-            .collect();
+        let ids: Vec<u64> =
+            super::Trees(self.0).list().into_iter().filter(|t| t.kind == SimKind::Trading).map(|t| t.id).collect();
         for id in ids {
             let Ok(handle) = self.tree(id) else { continue };
             let uses = handle.lock().document.as_deref().and_then(dataset_of) == Some(dataset);
@@ -221,10 +200,8 @@ impl Core {
         let owned = name.to_string();
         let text = store.read(move |db| db.dataset(&owned))?.ok_or_else(gone)?;
         self.within_memory_budget(name, parsed_size_estimate(&text))?;
-        let d = parse_dataset(&text).map_err(|source| WorkbenchError::StoredDatasetUnreadable {
-            name: name.to_string(),
-            source,
-        })?;
+        let d = parse_dataset(&text)
+            .map_err(|source| WorkbenchError::StoredDatasetUnreadable { name: name.to_string(), source })?;
         Ok(d.market)
     }
 
@@ -240,14 +217,8 @@ impl Core {
             match parse_dataset(&text) {
                 Ok(d) => {
                     let info = info_of(&name, &d.market, d.rows, d.first, d.last, Some(&text));
-                    self.datasets.insert(
-                        name,
-                        Arc::new(UserDataset {
-                            info,
-                            market: Mutex::new(Weak::new()),
-                            kept: None,
-                        }),
-                    );
+                    self.datasets
+                        .insert(name, Arc::new(UserDataset { info, market: Mutex::new(Weak::new()), kept: None }));
                 }
                 Err(e) => tracing::warn!(dataset = name, "a stored dataset is unreadable: {e}"),
             }

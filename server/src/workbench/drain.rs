@@ -34,11 +34,7 @@ impl Core {
     async fn cancel_runs_but(&self, keep: &HashSet<(u64, NodeId)>) -> usize {
         let mut ended = Vec::new();
         for t in self.trees.open_handles() {
-            let nodes: Vec<NodeId> = lock(&t.runs)
-                .keys()
-                .copied()
-                .filter(|n| !keep.contains(&(t.id, *n)))
-                .collect();
+            let nodes: Vec<NodeId> = lock(&t.runs).keys().copied().filter(|n| !keep.contains(&(t.id, *n))).collect();
             ended.extend(t.cancel(nodes));
         }
         let n = ended.len();
@@ -56,11 +52,7 @@ impl Core {
             return HashSet::new();
         };
         let deposed = self.store.as_ref().is_some_and(|s| s.lease_lost().is_some());
-        if deposed || hub.others_take_jobs().await {
-            hub.job_runs()
-        } else {
-            HashSet::new()
-        }
+        if deposed || hub.others_take_jobs().await { hub.job_runs() } else { HashSet::new() }
     }
 }
 
@@ -70,10 +62,7 @@ impl Upkeep<'_> {
     /// but the jobs another process will take over ([`Self::to_hand_over`]), which are left as
     /// they are.
     pub(crate) async fn drain(&self, grace: Duration) -> Drained {
-        let mut out = Drained {
-            in_flight: self.runs_in_flight(),
-            ..Drained::default()
-        };
+        let mut out = Drained { in_flight: self.runs_in_flight(), ..Drained::default() };
         let until = tokio::time::Instant::now() + grace;
         while self.runs_in_flight() > 0 && tokio::time::Instant::now() < until {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -90,10 +79,7 @@ impl Upkeep<'_> {
         }
         out.handed_over = keep.len();
         if !keep.is_empty() {
-            tracing::info!(
-                runs = keep.len(),
-                "stopping: runs queued or running as jobs are left to the next server"
-            );
+            tracing::info!(runs = keep.len(), "stopping: runs queued or running as jobs are left to the next server");
         }
         out
     }

@@ -88,11 +88,7 @@ pub enum WorkbenchError {
     DocumentTooLarge { size: usize, max: usize },
     /// An export's sweep or exploration (`field[index]`) that does not read or fit its tree.
     #[error("invalid export: {field}[{index}]: {problem}")]
-    BadExport {
-        field: String,
-        index: usize,
-        problem: ExportProblem,
-    },
+    BadExport { field: String, index: usize, problem: ExportProblem },
 
     // What the state of things forbids.
     /// A store of the server, the library or a tree at its maximum.
@@ -131,21 +127,13 @@ pub enum WorkbenchError {
     /// A node or branch taken back out of the tree because its rows could not be committed.
     /// `cause` is the store's message as the run (possibly on another process) recorded it.
     #[error("{what} {node} could not be stored, so it was removed: {cause}")]
-    Removed {
-        what: &'static str,
-        node: NodeId,
-        cause: String,
-    },
+    Removed { what: &'static str, node: NodeId, cause: String },
     /// A fan-out refused because one child could not be stored: every child it made was taken
     /// back out with it.
     #[error(
         "child {node} of the fan-out could not be stored, so the fan-out's {children} children were removed: {cause}"
     )]
-    FanOutRemoved {
-        node: NodeId,
-        children: usize,
-        cause: String,
-    },
+    FanOutRemoved { node: NodeId, children: usize, cause: String },
     #[error("no tree id could be taken from the store: {0}")]
     NoTreeId(StoreError),
     /// The store's last commit failed; `0` is its fault as the store reports it.
@@ -156,11 +144,7 @@ pub enum WorkbenchError {
     #[error("dataset '{name}': {source}")]
     StoredDatasetUnreadable { name: String, source: DatasetError },
     #[error("saved scenario {id}@{version} is unreadable: {source}")]
-    SavedScenarioUnreadable {
-        id: String,
-        version: u64,
-        source: serde_json::Error,
-    },
+    SavedScenarioUnreadable { id: String, version: u64, source: serde_json::Error },
     #[error("ABM worker unavailable: {0}")]
     AbmUnavailable(Arc<AbmStartError>),
     /// The configured model backend cannot make a run's context (its settings, its keys).
@@ -244,11 +228,7 @@ pub enum RequestError {
     TwoVersions(u64, u64),
     /// A parameter that takes one of a few words.
     #[error("{name}: {given:?} is not {}", .options.join(" or "))]
-    NotOneOf {
-        name: String,
-        given: String,
-        options: Vec<&'static str>,
-    },
+    NotOneOf { name: String, given: String, options: Vec<&'static str> },
     #[error("scenario: episode.dataset: no dataset called '{0}' (see GET /api/datasets)")]
     UnknownDataset(String),
     #[error("prompt: describe the scene in words")]
@@ -279,12 +259,7 @@ pub enum RequestLimit {
         "replicates: {cells} cells × {replicates} replicates make {runs} runs; a request may start at most {max} \
          (see --max-children)"
     )]
-    SweepRuns {
-        cells: usize,
-        replicates: u64,
-        runs: usize,
-        max: u64,
-    },
+    SweepRuns { cells: usize, replicates: u64, runs: usize, max: u64 },
     /// Runs an estimate is asked for; `what` says which ("exploration of 3 candidates").
     #[error("{what}: {runs} runs; a request may start at most {max} (see --max-children)")]
     Runs { what: String, runs: u64, max: u64 },
@@ -316,12 +291,7 @@ pub enum Full {
         "dataset '{name}': parsing it (~{size_mib} MiB) would take the server past its memory budget \
          ({in_use_mib} MiB in use, --max-memory-mb {budget_mib})"
     )]
-    DatasetMemory {
-        name: String,
-        size_mib: u64,
-        in_use_mib: u64,
-        budget_mib: u64,
-    },
+    DatasetMemory { name: String, size_mib: u64, in_use_mib: u64, budget_mib: u64 },
 }
 
 /// Why an exploration's money cannot pay for the first call of each candidate.
@@ -335,13 +305,7 @@ pub enum MoneyShortfall {
          completion at max_tokens), up to ${most:.4} for one call here and ${need:.4} for the first \
          call of every candidate; give at least ${need:.4}"
     )]
-    TooLittle {
-        whose: &'static str,
-        left: f64,
-        n: usize,
-        most: f64,
-        need: f64,
-    },
+    TooLittle { whose: &'static str, left: f64, n: usize, most: f64, need: f64 },
 }
 
 /// What is wrong with one sweep or exploration of an export.

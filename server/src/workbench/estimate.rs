@@ -30,34 +30,14 @@ struct History {
 
 impl History {
     fn of(t: &SimTree) -> History {
-        let mut h = History {
-            turns: 0,
-            calls: 0,
-            prompt: 0,
-            completion: 0,
-            cached: 0,
-            cache_write: 0,
-        };
-        for n in t
-            .nodes()
-            .filter(|n| n.status == NodeStatus::Done && !n.records.is_empty())
-        {
+        let mut h = History { turns: 0, calls: 0, prompt: 0, completion: 0, cached: 0, cache_write: 0 };
+        for n in t.nodes().filter(|n| n.status == NodeStatus::Done && !n.records.is_empty()) {
             // `turns` counts from the root: the node's own run is what it added to its parent's.
             let before = n.parent.and_then(|p| t.node(p).ok()).map_or(0, |p| p.turns);
             h.turns += n.turns.saturating_sub(before);
             // An interview's call joins the node's records (usage counts it) but is no turn's.
-            let asked: Vec<&str> = t
-                .asks
-                .get(&n.id)
-                .into_iter()
-                .flatten()
-                .map(|a| a.request.as_str())
-                .collect();
-            for r in n
-                .records
-                .iter()
-                .filter(|r| !r.failed && !asked.contains(&r.hash.as_str()))
-            {
+            let asked: Vec<&str> = t.asks.get(&n.id).into_iter().flatten().map(|a| a.request.as_str()).collect();
+            for r in n.records.iter().filter(|r| !r.failed && !asked.contains(&r.hash.as_str())) {
                 h.calls += 1;
                 h.prompt += r.prompt_tokens;
                 h.completion += r.completion_tokens;
@@ -91,12 +71,7 @@ impl Usage<'_> {
         self.check_turns(turns)?;
         let max = self.limits.max_children_per_request;
         if runs > max {
-            return Err(RequestLimit::Runs {
-                what: what.to_string(),
-                runs,
-                max,
-            }
-            .into());
+            return Err(RequestLimit::Runs { what: what.to_string(), runs, max }.into());
         }
         let handle = self.tree(tree)?;
         let (shape, offline, history, scenario, forks) = {
@@ -157,10 +132,7 @@ impl Usage<'_> {
         } else {
             (
                 shape.least.saturating_mul(total_turns),
-                format!(
-                    "{} per turn by the scenario's structure ({}; no recorded runs yet)",
-                    shape.least, shape.why
-                ),
+                format!("{} per turn by the scenario's structure ({}; no recorded runs yet)", shape.least, shape.why),
             )
         };
         let (prompt, completion, tokens_basis) = if history.calls > 0 {
@@ -238,10 +210,7 @@ impl Usage<'_> {
     /// What `fan_outs` fan-outs of `fan_out` runs may spend on explicit caches of the agents'
     /// prompts at the fork (`forks`): each agent's provider says whether it stores one.
     fn stores(&self, scenario: &str, forks: &[(String, Prefix)], fan_outs: u64, fan_out: u64) -> Stores {
-        let mut out = Stores {
-            money: Some(0.0),
-            basis: String::new(),
-        };
+        let mut out = Stores { money: Some(0.0), basis: String::new() };
         let Backend::Provider(providers) = &self.backend else {
             return out;
         };
@@ -256,17 +225,13 @@ impl Usage<'_> {
             caches += fan_outs;
             tokens += prefix.bound * fan_outs;
             let price = self.prices.price(&provider.label());
-            out.money = out
-                .money
-                .zip(price)
-                .map(|(m, p)| m + p.stored(prefix.bound, ttl_s) * fan_outs as f64);
+            out.money = out.money.zip(price).map(|(m, p)| m + p.stored(prefix.bound, ttl_s) * fan_outs as f64);
         }
         if caches > 0 {
             out.basis = format!(
                 "; explicit caches: up to {caches} created (each agent's prompt at the fork, once per fan-out \
                  of {fan_out}), at most {tokens} tokens written and stored for their lifetime{}",
-                out.money
-                    .map_or_else(|| ", unpriced".to_string(), |m| format!(", ${m:.6}"))
+                out.money.map_or_else(|| ", unpriced".to_string(), |m| format!(", ${m:.6}"))
             );
         }
         out

@@ -240,10 +240,7 @@ impl ExploreData {
             return Err(RowMismatch::Candidates(self.candidates.len()));
         }
         if self.run_cap > MAX_RUNS || self.runs_used > self.run_cap {
-            return Err(RowMismatch::Runs {
-                used: self.runs_used,
-                cap: self.run_cap,
-            });
+            return Err(RowMismatch::Runs { used: self.runs_used, cap: self.run_cap });
         }
         if self.ranked.is_some_and(|r| r > self.round) {
             return Err(RowMismatch::Ranked);
@@ -259,21 +256,14 @@ impl ExploreData {
             if c.children.len() as u64 > self.run_cap {
                 return Err(RowMismatch::TooMany { i, cap: self.run_cap });
             }
-            if c.results
-                .iter()
-                .any(|r| matches!(r, Replicate::Done(v) if v.len() != 1))
-            {
+            if c.results.iter().any(|r| matches!(r, Replicate::Done(v) if v.len() != 1)) {
                 return Err(RowMismatch::Values(i));
             }
             let there = match parent_of(c.node) {
                 None => false,
                 Some(p) if p == Some(self.parent) => true,
                 Some(_) => {
-                    return Err(RowMismatch::NotAChild {
-                        i,
-                        node: c.node,
-                        parent: self.parent,
-                    });
+                    return Err(RowMismatch::NotAChild { i, node: c.node, parent: self.parent });
                 }
             };
             if !there && c.dropped_after.is_none() {
@@ -283,12 +273,7 @@ impl ExploreData {
                 match parent_of(n) {
                     Some(p) if there && p == Some(c.node) => {}
                     Some(_) => {
-                        return Err(RowMismatch::ReplicateNotAChild {
-                            i,
-                            k,
-                            node: n,
-                            parent: c.node,
-                        });
+                        return Err(RowMismatch::ReplicateNotAChild { i, k, node: n, parent: c.node });
                     }
                     None => {
                         if !matches!(r, Replicate::Ended(_)) {
@@ -322,12 +307,7 @@ pub(crate) enum RowMismatch {
     #[error("candidates[{i}]: node {node} is not a child of node {parent}")]
     NotAChild { i: usize, node: NodeId, parent: NodeId },
     #[error("candidates[{i}]: replicate {k} (node {node}) is not a child of node {parent}")]
-    ReplicateNotAChild {
-        i: usize,
-        k: usize,
-        node: NodeId,
-        parent: NodeId,
-    },
+    ReplicateNotAChild { i: usize, k: usize, node: NodeId, parent: NodeId },
 }
 
 /// Why an exploration ends instead of starting another round (its `reason`, as stored).
@@ -362,10 +342,7 @@ impl JobData for ExploreData {
     }
 
     fn replicates(&mut self) -> Vec<(NodeId, &[NodeId], &mut Vec<Replicate>)> {
-        self.candidates
-            .iter_mut()
-            .map(|c| (c.node, c.children.as_slice(), &mut c.results))
-            .collect()
+        self.candidates.iter_mut().map(|c| (c.node, c.children.as_slice(), &mut c.results)).collect()
     }
 
     fn row(tree: u64, id: u64, body: String) -> Write {
@@ -433,9 +410,8 @@ impl Core {
         spec: &ExploreSpec,
     ) -> Result<(Vec<crate::sweep::Cell>, Metric, u64), WorkbenchError> {
         let (cells, metric) = spec.check()?;
-        self.check_turns(spec.turns).map_err(|_| RequestLimit::ExploreTurns {
-            max: self.limits.max_turns_per_request,
-        })?;
+        self.check_turns(spec.turns)
+            .map_err(|_| RequestLimit::ExploreTurns { max: self.limits.max_turns_per_request })?;
         let handle = self.tree(tree)?;
         handle.lock().node(spec.parent)?;
         let cap = spec.run_cap(cells.len());
@@ -487,11 +463,7 @@ impl Core {
     /// `None` when it has neither. With jobs on they are booked in the database (part of the
     /// tree's book), so its replicates run as jobs on any process and charge them together.
     fn explore_budget(&self, handle: &TreeHandle, id: u64, budget: ExploreBudget) -> Option<Arc<TreeBudget>> {
-        let limits = BudgetLimits {
-            tokens: budget.tokens,
-            calls: None,
-            money: budget.money,
-        };
+        let limits = BudgetLimits { tokens: budget.tokens, calls: None, money: budget.money };
         (!limits.is_empty()).then(|| {
             let own = self.booked_budget(BudgetKey::explore(handle.id, id), limits);
             Arc::new(own.inside(handle.budget.clone()))
@@ -524,18 +496,9 @@ impl Core {
         };
         let (cells, _, _) = self.check_explore(tree, spec)?;
         let branches: Vec<Vec<simtree_shared::Op>> = cells.into_iter().map(|c| c.ops).collect();
-        let holds = self
-            .first_call_holds(tree, spec.parent, &branches, spec.seed_of(0))
-            .await?;
-        if let Some((i, why)) = holds
-            .iter()
-            .enumerate()
-            .find_map(|(i, h)| Some((i, h.as_ref()?.as_ref().err()?)))
-        {
-            return Ok(Some(MoneyShortfall::Unbounded {
-                candidate: i,
-                why: why.clone(),
-            }));
+        let holds = self.first_call_holds(tree, spec.parent, &branches, spec.seed_of(0)).await?;
+        if let Some((i, why)) = holds.iter().enumerate().find_map(|(i, h)| Some((i, h.as_ref()?.as_ref().err()?))) {
+            return Ok(Some(MoneyShortfall::Unbounded { candidate: i, why: why.clone() }));
         }
         let priced: Vec<f64> = holds.into_iter().flatten().flatten().collect();
         let need: f64 = priced.iter().sum();
@@ -543,13 +506,7 @@ impl Core {
             return Ok(None);
         }
         let most = priced.iter().copied().fold(0.0, f64::max);
-        Ok(Some(MoneyShortfall::TooLittle {
-            whose,
-            left,
-            n: priced.len(),
-            most,
-            need,
-        }))
+        Ok(Some(MoneyShortfall::TooLittle { whose, left, n: priced.len(), most, need }))
     }
 }
 
@@ -614,20 +571,14 @@ impl Studies<'_> {
         let explore = lock(&record.data).id;
         tracing::info!(tree, explore, cap, "exploration started");
         tokio::spawn(drive(Arc::clone(self.0), handle, record, None));
-        Ok(ExploreStarted {
-            explore,
-            candidates: cell_ids,
-        })
+        Ok(ExploreStarted { explore, candidates: cell_ids })
     }
 
     /// Stops a running exploration: no new round starts and its running replicates are
     /// cancelled. Answers once it reads as cancelled.
     pub(crate) async fn cancel_explore(&self, tree: u64, id: u64) -> Result<ExploreTable, WorkbenchError> {
         let handle = self.tree(tree)?;
-        let record = handle
-            .explores
-            .get(id)
-            .ok_or(WorkbenchError::ExplorationNotFound { tree, id })?;
+        let record = handle.explores.get(id).ok_or(WorkbenchError::ExplorationNotFound { tree, id })?;
         let pending: Vec<NodeId> = {
             let d = lock(&record.data);
             if d.status != ExploreStatus::Running {
@@ -656,10 +607,7 @@ impl Studies<'_> {
     /// re-runs are attached and committed (409 when it is not interrupted).
     pub(crate) fn resume_explore(&self, tree: u64, id: u64) -> Result<ExploreTable, WorkbenchError> {
         let handle = self.tree(tree)?;
-        let old = handle
-            .explores
-            .get(id)
-            .ok_or(WorkbenchError::ExplorationNotFound { tree, id })?;
+        let old = handle.explores.get(id).ok_or(WorkbenchError::ExplorationNotFound { tree, id })?;
         let record = self.carry_on(&handle, &old, ExploreStatus::Interrupted)?;
         tracing::info!(tree, explore = id, "exploration resumed");
         Ok(self.explore_table_of(&handle, &record))
@@ -678,18 +626,13 @@ impl Core {
             }
             let id = lock(&record.data).id;
             match self.carry_on(handle, &record, ExploreStatus::Running) {
-                Ok(_) => tracing::info!(
-                    tree = handle.id,
-                    explore = id,
-                    "exploration carried on from the last server"
-                ),
+                Ok(_) => tracing::info!(tree = handle.id, explore = id, "exploration carried on from the last server"),
                 Err(e) => {
                     tracing::warn!(tree = handle.id, explore = id, error = %e, "an exploration the last server ran cannot be carried on; it reads as interrupted");
                     let mut d = lock(&record.data);
                     d.status = ExploreStatus::Interrupted;
-                    d.reason = Some(format!(
-                        "the server stopped while it ran, and the next could not carry it on: {e}"
-                    ));
+                    d.reason =
+                        Some(format!("the server stopped while it ran, and the next could not carry it on: {e}"));
                     drop(d);
                     record.write_row(handle);
                     record.finished.send_replace(true);
@@ -799,12 +742,7 @@ impl Studies<'_> {
     /// Every exploration of a tree, oldest first.
     pub(crate) fn explore_tables(&self, tree: u64) -> Result<Vec<ExploreTable>, WorkbenchError> {
         let handle = self.tree(tree)?;
-        Ok(handle
-            .explores
-            .all()
-            .iter()
-            .map(|r| self.explore_table_of(&handle, r))
-            .collect())
+        Ok(handle.explores.all().iter().map(|r| self.explore_table_of(&handle, r)).collect())
     }
 }
 
@@ -835,10 +773,7 @@ async fn drive(wb: Arc<Core>, handle: Arc<TreeHandle>, record: Arc<ExploreRecord
         if record.stopped() {
             break None;
         }
-        let round = match resumed
-            .take()
-            .map_or_else(|| attach_round(&wb, &handle, &record), |r| Ok(Some(r)))
-        {
+        let round = match resumed.take().map_or_else(|| attach_round(&wb, &handle, &record), |r| Ok(Some(r))) {
             Ok(Some(round)) => round,
             Ok(None) => break None,
             Err(why) => break Some(why.to_string()),
@@ -888,11 +823,7 @@ async fn drive(wb: Arc<Core>, handle: Arc<TreeHandle>, record: Arc<ExploreRecord
                  is not ranked, so the race ends here, unranked",
                 d.round,
                 points(&d, &unmeasured),
-                if refused > 0 {
-                    refusals
-                } else {
-                    "their runs failed".to_string()
-                }
+                if refused > 0 { refusals } else { "their runs failed".to_string() }
             ));
         }
         if refused > 0 {
@@ -930,26 +861,18 @@ fn attach_round(wb: &Core, handle: &TreeHandle, record: &ExploreRecord) -> Resul
     if record.stopped() {
         return Ok(None);
     }
-    let alive: Vec<usize> = (0..d.candidates.len())
-        .filter(|&i| d.candidates[i].dropped_after.is_none())
-        .collect();
+    let alive: Vec<usize> = (0..d.candidates.len()).filter(|&i| d.candidates[i].dropped_after.is_none()).collect();
     let have = alive.first().map_or(0, |&i| d.candidates[i].children.len() as u64);
     let add = next_round(alive.len(), have, d.replicates, d.run_cap.saturating_sub(d.runs_used));
     if add == 0 {
         return Err(if alive.len() <= 1 {
             RoundEnd::OneLeft
         } else {
-            RoundEnd::RunsSpent {
-                used: d.runs_used,
-                cap: d.run_cap,
-            }
+            RoundEnd::RunsSpent { used: d.runs_used, cap: d.run_cap }
         });
     }
     let n = alive.len() * add as usize;
-    let refuse = |why: WorkbenchError| RoundEnd::CannotStart {
-        round: d.round + 1,
-        why,
-    };
+    let refuse = |why: WorkbenchError| RoundEnd::CannotStart { round: d.round + 1, why };
     wb.check_capacity(&t, n).map_err(refuse)?;
     if t.ids_left() < n as u64 {
         return Err(refuse(TreeError::IdsExhausted.into()));
@@ -963,12 +886,8 @@ fn attach_round(wb: &Core, handle: &TreeHandle, record: &ExploreRecord) -> Resul
     for &c in &alive {
         let cell = d.candidates[c].node;
         for k in have..have + add {
-            let mut p = Core::attach_run(handle, &mut t, cell, turns, None, EdgeType::Explore).map_err(|why| {
-                RoundEnd::CannotStart {
-                    round: d.round + 1,
-                    why,
-                }
-            })?;
+            let mut p = Core::attach_run(handle, &mut t, cell, turns, None, EdgeType::Explore)
+                .map_err(|why| RoundEnd::CannotStart { round: d.round + 1, why })?;
             p.reseed(seed.wrapping_add(k));
             p.budget = record.budget.clone();
             // A candidate's replicates of one round are a fan-out from it (see `LlmState::fan_out`).
@@ -991,11 +910,7 @@ fn attach_round(wb: &Core, handle: &TreeHandle, record: &ExploreRecord) -> Resul
 /// told from a ranked one, and is taken as ranked).
 fn inferred_ranked(d: &ExploreData) -> u32 {
     let dropped_now = d.candidates.iter().any(|c| c.dropped_after == Some(d.round));
-    if dropped_now || d.round == 0 {
-        d.round
-    } else {
-        d.round - 1
-    }
+    if dropped_now || d.round == 0 { d.round } else { d.round - 1 }
 }
 
 /// Keeps the better half of the candidates alive (by mean, for the goal); the rest are marked
@@ -1054,10 +969,7 @@ mod tests {
             parent: 0,
             turns: 1,
             seed: 0,
-            objective: Objective {
-                metric: "count:action_end".into(),
-                goal: ExploreGoal::Min,
-            },
+            objective: Objective { metric: "count:action_end".into(), goal: ExploreGoal::Min },
             replicates: 2,
             budget: ExploreBudget::default(),
             run_cap: 100,
@@ -1084,10 +996,7 @@ mod tests {
         ]);
         assert_eq!(halve(&r), vec![1], "the unmeasured candidate is named");
         let d = lock(&r.data);
-        assert!(
-            d.candidates.iter().all(|c| c.dropped_after.is_none()),
-            "nothing dropped"
-        );
+        assert!(d.candidates.iter().all(|c| c.dropped_after.is_none()), "nothing dropped");
         assert_eq!(d.ranked, Some(0), "the round is not ranked");
         assert_eq!(points(&d, &[1]), "1 (rate=2)");
         drop(d);

@@ -60,12 +60,6 @@ impl Transfer<'_> {
             header["provenance"] = serde_json::to_value(&provenance).unwrap_or_default();
             (t.ids(), header)
         };
-        Ok(Export {
-            header,
-            ids,
-            sweeps,
-            explores,
-            handle,
-        })
+        Ok(Export { header, ids, sweeps, explores, handle })
     }
 }

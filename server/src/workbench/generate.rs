@@ -99,10 +99,7 @@ fn document_of(answer: &Value) -> Result<Value, Vec<String>> {
 fn messages(prompt: &str, last: Option<&Value>) -> Vec<Message> {
     let mut out = vec![Message::new(Role::System, format!("{SYSTEM_PROMPT}{ULTIMATUM}"))];
     if let Some(last) = last {
-        out.push(Message::new(
-            Role::Assistant,
-            serde_json::to_string_pretty(last).unwrap_or_default(),
-        ));
+        out.push(Message::new(Role::Assistant, serde_json::to_string_pretty(last).unwrap_or_default()));
         out.push(Message::new(
             Role::User,
             "The document above is the one you gave before, possibly edited since. Build on it: \
@@ -142,10 +139,7 @@ impl MockSceneWriter {
             if last.is_none() {
                 o.insert("title".into(), json!(first.chars().take(80).collect::<String>()));
             }
-            o.insert(
-                "description".into(),
-                json!(prompt.trim().chars().take(1_000).collect::<String>()),
-            );
+            o.insert("description".into(), json!(prompt.trim().chars().take(1_000).collect::<String>()));
         }
         doc
     }
@@ -184,11 +178,7 @@ impl Scenarios<'_> {
             return Err(RequestError::EmptyPrompt.into());
         }
         if chars > MAX_PROMPT_CHARS {
-            return Err(RequestError::PromptLength {
-                chars,
-                max: MAX_PROMPT_CHARS,
-            }
-            .into());
+            return Err(RequestError::PromptLength { chars, max: MAX_PROMPT_CHARS }.into());
         }
         if req.last_document.as_ref().is_some_and(|d| !d.is_object()) {
             return Err(RequestError::LastDocumentNotObject.into());
@@ -216,10 +206,9 @@ impl Scenarios<'_> {
                 .map_err(|e| vec![e.to_string()])
         };
         let (writer, passed) = match &self.backend {
-            Backend::Mock => (
-                "mock".to_string(),
-                until_valid(&MockSceneWriter, request, MAX_REPAIRS, "document", check).await,
-            ),
+            Backend::Mock => {
+                ("mock".to_string(), until_valid(&MockSceneWriter, request, MAX_REPAIRS, "document", check).await)
+            }
             Backend::Provider(ps) => {
                 let provider = ps.resolve(None, None)?;
                 let label = provider.label();
@@ -232,12 +221,7 @@ impl Scenarios<'_> {
             AskError::Invalid(problems) => WorkbenchError::GeneratedInvalid(problems),
         })?;
         let (document, explanation) = passed.value;
-        Ok(GeneratedDocument {
-            document,
-            explanation,
-            repairs: passed.repairs,
-            writer,
-        })
+        Ok(GeneratedDocument { document, explanation, repairs: passed.repairs, writer })
     }
 }
 
@@ -255,21 +239,14 @@ mod tests {
         ] {
             let doc = MockSceneWriter::answer(prompt, None);
             assert_eq!(doc["scene"]["type"], "custom");
-            assert!(
-                doc["scene"]["name"].as_str().unwrap().contains(name),
-                "{prompt}: {}",
-                doc["scene"]["name"]
-            );
+            assert!(doc["scene"]["name"].as_str().unwrap().contains(name), "{prompt}: {}", doc["scene"]["name"]);
             assert_eq!(doc["title"], prompt.split('.').next().unwrap());
             assert_eq!(doc["description"], prompt);
         }
         let mut edited = MockSceneWriter::answer("A jury.", None);
         edited["agents"][0]["name"] = json!("Edited");
         let again = MockSceneWriter::answer("Make it a civil case.", Some(&edited));
-        assert_eq!(
-            again["agents"][0]["name"], "Edited",
-            "building on a document keeps its edits"
-        );
+        assert_eq!(again["agents"][0]["name"], "Edited", "building on a document keeps its edits");
         assert_eq!(again["description"], "Make it a civil case.");
         assert_eq!(again["title"], edited["title"]);
     }

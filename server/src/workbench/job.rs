@@ -168,11 +168,8 @@ impl<J: Job> Jobs<J> {
             };
             for (cell, children, results) in data.replicates() {
                 for (k, &node) in children.iter().enumerate() {
-                    let cut = cut_stay_pending
-                        && handle
-                            .lock()
-                            .node(node)
-                            .is_ok_and(|n| n.status == NodeStatus::Interrupted);
+                    let cut =
+                        cut_stay_pending && handle.lock().node(node).is_ok_and(|n| n.status == NodeStatus::Interrupted);
                     if matches!(results[k], Replicate::Pending)
                         && !cut
                         && let Some(r) = settled(handle, &metrics, cell, node)
@@ -213,16 +210,9 @@ pub(super) fn imported<D: JobData>(
     raw.into_iter()
         .enumerate()
         .map(|(i, v)| {
-            let bad = |problem| super::WorkbenchError::BadExport {
-                field: field.to_string(),
-                index: i,
-                problem,
-            };
+            let bad = |problem| super::WorkbenchError::BadExport { field: field.to_string(), index: i, problem };
             let mut data: D = serde_path_to_error::deserialize(v).map_err(|e| bad(ExportProblem::Decode(e)))?;
-            match data
-                .check(tree)
-                .map_err(|e| bad(ExportProblem::Mismatch(Box::new(e))))?
-            {
+            match data.check(tree).map_err(|e| bad(ExportProblem::Mismatch(Box::new(e))))? {
                 Some(_) => Ok(data),
                 None => Err(bad(ExportProblem::NoParent(data.parent()))),
             }

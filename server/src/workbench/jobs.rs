@@ -143,11 +143,7 @@ impl Expected {
         self.handed = true;
         if let Some((_, w)) = self.hub.waiting.remove(&self.key) {
             tracing::info!(tree, node, "job's end handed over in memory");
-            let end = JobEnd {
-                row: JobRow::done(tree, node),
-                progress: w.progress,
-                near: Some(end),
-            };
+            let end = JobEnd { row: JobRow::done(tree, node), progress: w.progress, near: Some(end) };
             let _ = w.done.send(end);
         }
     }
@@ -201,10 +197,7 @@ pub(crate) struct Hub {
 impl Hub {
     /// The runs still to adopt, as `(tree, node)`.
     pub(super) fn adopting(&self) -> Vec<(u64, NodeId)> {
-        lock(&self.adopted)
-            .iter()
-            .flat_map(|(tree, nodes)| nodes.iter().map(|(node, _)| (*tree, *node)))
-            .collect()
+        lock(&self.adopted).iter().flat_map(|(tree, nodes)| nodes.iter().map(|(node, _)| (*tree, *node))).collect()
     }
 
     /// The runs this server waits for as jobs, as `(tree, node)`.
@@ -216,28 +209,19 @@ impl Hub {
     /// takes jobs (a worker, another server's own worker), alive. Unknown (the database away)
     /// counts as none.
     pub(super) async fn others_take_jobs(&self) -> bool {
-        on_queue(&self.queue, |q| q.others_taking_jobs())
-            .await
-            .is_ok_and(|n| n > 0)
+        on_queue(&self.queue, |q| q.others_taking_jobs()).await.is_ok_and(|n| n > 0)
     }
 
     /// Marks the job of `node` as one whose end this process's own worker is about to commit
     /// and hand over ([`Expected::hand_over`]).
     fn expect(self: &Arc<Self>, tree: u64, node: NodeId) -> Expected {
         self.nearby_ends.insert((tree, node), std::time::Instant::now());
-        Expected {
-            hub: self.clone(),
-            key: (tree, node),
-            handed: false,
-        }
+        Expected { hub: self.clone(), key: (tree, node), handed: false }
     }
 
     /// The nodes of `tree` still to adopt (shown running when the tree is loaded).
     pub(super) fn adopting_in(&self, tree: u64) -> Vec<NodeId> {
-        lock(&self.adopted)
-            .get(&tree)
-            .map(|nodes| nodes.iter().map(|(node, _)| *node).collect())
-            .unwrap_or_default()
+        lock(&self.adopted).get(&tree).map(|nodes| nodes.iter().map(|(node, _)| *node).collect()).unwrap_or_default()
     }
 }
 
@@ -257,12 +241,7 @@ static HOLDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1
 
 impl QueueBook {
     pub(super) fn new(queue: Arc<Mutex<Queue>>, key: BudgetKey, job: Option<NodeId>) -> Arc<QueueBook> {
-        Arc::new(QueueBook {
-            queue,
-            key,
-            job,
-            last: Mutex::new(Totals::default()),
-        })
+        Arc::new(QueueBook { queue, key, job, last: Mutex::new(Totals::default()) })
     }
 
     /// Ends hold `id`, waiting out a database restarting (what a call cost is booked once).
@@ -280,10 +259,7 @@ impl QueueBook {
 
 impl std::fmt::Debug for QueueBook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("QueueBook")
-            .field("key", &self.key)
-            .field("job", &self.job)
-            .finish()
+        f.debug_struct("QueueBook").field("key", &self.key).field("job", &self.job).finish()
     }
 }
 
@@ -293,10 +269,9 @@ impl Book for QueueBook {
             let (key, job) = (self.key, self.job);
             let id = HOLDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let ask = HoldAsk { id, money, call };
-            let held = patiently("a budget's hold", || {
-                on_queue(&self.queue, move |q| q.budget_hold(key, job, limits, ask))
-            })
-            .await;
+            let held =
+                patiently("a budget's hold", || on_queue(&self.queue, move |q| q.budget_hold(key, job, limits, ask)))
+                    .await;
             match held {
                 Ok(Ok(())) => Ok(id),
                 Ok(Err(refusal)) => Err(refusal),
@@ -540,22 +515,8 @@ impl Core {
                         let _ = progress.observe(&e);
                     }
                 });
-                tracing::info!(
-                    tree,
-                    node,
-                    turns,
-                    entries = log.len(),
-                    "run adopted from the last server"
-                );
-                drop(wait_for_job(
-                    hub.clone(),
-                    &handle,
-                    node,
-                    log,
-                    progress,
-                    None,
-                    handle.register_run(node),
-                ));
+                tracing::info!(tree, node, turns, entries = log.len(), "run adopted from the last server");
+                drop(wait_for_job(hub.clone(), &handle, node, log, progress, None, handle.register_run(node)));
                 handle.send(TreeMsg::RunStart { node });
             }
         }
@@ -606,10 +567,7 @@ impl Core {
         self.carry_on_jobs().await;
         let (tx, mut rx) = mpsc::unbounded_channel::<Vec<String>>();
         let url = hub.config.url.clone();
-        std::thread::Builder::new()
-            .name("simtree-jobs-listen".into())
-            .spawn(move || listen(&url, &tx))
-            .ok();
+        std::thread::Builder::new().name("simtree-jobs-listen".into()).spawn(move || listen(&url, &tx)).ok();
         let mut tick = tokio::time::interval(POLL);
         loop {
             let mut logs = HashSet::new();
@@ -623,10 +581,8 @@ impl Core {
                 for p in payloads {
                     if let Some(key) = p.strip_prefix("log:").and_then(pair) {
                         logs.insert(key);
-                    } else if let Some(key) = p
-                        .strip_prefix("done:")
-                        .and_then(|p| p.strip_suffix(":done"))
-                        .and_then(pair)
+                    } else if let Some(key) =
+                        p.strip_prefix("done:").and_then(|p| p.strip_suffix(":done")).and_then(pair)
                     {
                         done.insert(key);
                     } else {
@@ -654,11 +610,7 @@ impl Core {
                 }
                 match hub.waiting.remove(&(tree, node)) {
                     Some((_, w)) => {
-                        let end = JobEnd {
-                            row: JobRow::done(tree, node),
-                            progress: w.progress,
-                            near: None,
-                        };
+                        let end = JobEnd { row: JobRow::done(tree, node), progress: w.progress, near: None };
                         let _ = w.done.send(end);
                     }
                     // Nobody waits: the queue's ended jobs forget it.
@@ -679,11 +631,7 @@ impl Core {
                             let key = (row.tree, row.node);
                             match hub.waiting.remove(&key) {
                                 Some((_, w)) => {
-                                    let end = JobEnd {
-                                        row,
-                                        progress: w.progress,
-                                        near: None,
-                                    };
+                                    let end = JobEnd { row, progress: w.progress, near: None };
                                     let _ = w.done.send(end);
                                 }
                                 // Nobody waits: a job of a node deleted meanwhile.
@@ -750,8 +698,7 @@ impl Core {
             }
             n => n,
         };
-        self.abm_pool_size
-            .store(abm.max(1), std::sync::atomic::Ordering::SeqCst);
+        self.abm_pool_size.store(abm.max(1), std::sync::atomic::Ordering::SeqCst);
         let me = Lease::this_process(config.lapse);
         let url = config.url.clone();
         let role = role.to_string();
@@ -815,14 +762,7 @@ impl Core {
                                 this.run_job(&queue, job, &notifier, &nearby, lost).await;
                                 let _ = ended_tx.send(key);
                             });
-                            running.insert(
-                                key,
-                                Claimed {
-                                    abort: task.abort_handle(),
-                                    lost: lost_tx,
-                                    abm,
-                                },
-                            );
+                            running.insert(key, Claimed { abort: task.abort_handle(), lost: lost_tx, abm });
                         }
                     }
                     Err(e) => tracing::warn!(error = %e, "cannot claim jobs now"),
@@ -946,32 +886,15 @@ impl Core {
         if let Some(store) = &self.store {
             let _ = store.flush_async().await;
         }
-        let End {
-            status,
-            error,
-            writes,
-            anew,
-            keep,
-            log,
-        } = end;
-        let job_status = if status == NodeStatus::Done {
-            Status::Done
-        } else {
-            Status::Failed
-        };
+        let End { status, error, writes, anew, keep, log } = end;
+        let job_status = if status == NodeStatus::Done { Status::Done } else { Status::Failed };
         let end = Arc::new((writes, error));
         // The serving process leaves the end's notification to this worker, which hands the
         // end over once it is committed (a done run's only: the others are read).
-        let mut near = leader
-            .as_ref()
-            .filter(|_| keep.is_some())
-            .map(|hub| hub.expect(tree, node));
+        let mut near = leader.as_ref().filter(|_| keep.is_some()).map(|hub| hub.expect(tree, node));
         loop {
             let e = end.clone();
-            let finished = on_queue(queue, move |q| {
-                q.end(tree, node, job_status, e.1.as_deref(), anew, &e.0)
-            })
-            .await;
+            let finished = on_queue(queue, move |q| q.end(tree, node, job_status, e.1.as_deref(), anew, &e.0)).await;
             let Err(e) = finished else {
                 tracing::info!(tree, node, status = ?status, "job done");
                 // Only what is stored enters this worker's copy (a refused end never does), and
@@ -1036,24 +959,12 @@ impl Core {
         // (A first attempt has none: no read.)
         let recorded = match job.attempts {
             0 | 1 => Vec::new(),
-            _ => {
-                patiently("a job's recorded calls", || {
-                    on_queue(queue, move |q| q.recorded_calls(tree, id))
-                })
-                .await?
-            }
+            _ => patiently("a job's recorded calls", || on_queue(queue, move |q| q.recorded_calls(tree, id))).await?,
         };
-        let earlier = recorded
-            .iter()
-            .filter_map(|body| serde_json::from_str::<LlmRecord>(body).ok())
-            .collect::<Vec<_>>();
+        let earlier =
+            recorded.iter().filter_map(|body| serde_json::from_str::<LlmRecord>(body).ok()).collect::<Vec<_>>();
         if !earlier.is_empty() {
-            tracing::info!(
-                tree,
-                node = id,
-                calls = earlier.len(),
-                "replaying the calls an earlier attempt recorded"
-            );
+            tracing::info!(tree, node = id, calls = earlier.len(), "replaying the calls an earlier attempt recorded");
         }
         let recorder = queue.clone();
         let sink: RecordSink = Arc::new(move |record: LlmRecord| {
@@ -1076,9 +987,7 @@ impl Core {
                 (!b.limits.is_empty()).then(|| Arc::new(TreeBudget::shared(b.limits, prices.clone(), book(0))));
             match b.part {
                 // An exploration's replicate: its caps, within the tree's.
-                Some(p) => Some(Arc::new(
-                    TreeBudget::shared(p.limits, prices, book(p.part)).inside(tree_budget),
-                )),
+                Some(p) => Some(Arc::new(TreeBudget::shared(p.limits, prices, book(p.part)).inside(tree_budget))),
                 None => tree_budget,
             }
         });
@@ -1134,14 +1043,7 @@ impl Core {
         row.records = ledger.take();
         let keep = (status == NodeStatus::Done && ran).then(|| (row.clone(), Arc::new(sim)));
         writes.push(Write::Node { tree, row });
-        Ok(End {
-            status,
-            error,
-            writes,
-            anew,
-            keep,
-            log: all,
-        })
+        Ok(End { status, error, writes, anew, keep, log: all })
     }
 
     /// Tree `tree` as the store has it now, with `parent` finished (a worker's copy of a tree
@@ -1170,19 +1072,9 @@ pub(super) fn spawn_job(
     p: Pending,
     running: Running,
 ) -> tokio::task::JoinHandle<RunResult> {
-    let Pending {
-        id,
-        log,
-        mut spec,
-        budget,
-    } = p;
+    let Pending { id, log, mut spec, budget } = p;
     // (An exploration's budget is within its tree's, at the same prices.)
-    let part = budget.as_ref().and_then(|b| {
-        Some(PartBudget {
-            part: b.part()?,
-            limits: b.limits(),
-        })
-    });
+    let part = budget.as_ref().and_then(|b| Some(PartBudget { part: b.part()?, limits: b.limits() }));
     spec.budget = budget.as_ref().or(handle.budget.as_ref()).map(|b| {
         Box::new(JobBudget {
             limits: handle.budget.as_ref().map(|t| t.limits()).unwrap_or_default(),
@@ -1196,13 +1088,8 @@ pub(super) fn spawn_job(
         SimKind::Abm => queue::ABM,
         _ => "run",
     };
-    let job = Write::Job {
-        tree: handle.id,
-        node: id,
-        kind: kind.into(),
-        payload,
-        max_attempts: hub.config.max_attempts,
-    };
+    let job =
+        Write::Job { tree: handle.id, node: id, kind: kind.into(), payload, max_attempts: hub.config.max_attempts };
     wait_for_job(hub, handle, id, log, Progress::new(id, spec.turns), Some(job), running)
 }
 
@@ -1223,15 +1110,7 @@ fn wait_for_job(
     let tree = handle.id;
     let turns = progress.total;
     let (done_tx, mut done) = oneshot::channel();
-    hub.waiting.insert(
-        (tree, id),
-        Waiting {
-            done: done_tx,
-            handle: handle.clone(),
-            log: log.clone(),
-            progress,
-        },
-    );
+    hub.waiting.insert((tree, id), Waiting { done: done_tx, handle: handle.clone(), log: log.clone(), progress });
     if let Some(job) = job {
         handle.persist(job);
     }
@@ -1364,24 +1243,18 @@ async fn take_end(
                     (None, _) => (NodeStatus::Cancelled, None),
                     (Some(r), Some(Err(e))) => (
                         NodeStatus::Failed,
-                        Some(format!(
-                            "its job ended ({}) but its node could not be read: {e}",
-                            r.status.as_str()
-                        )),
+                        Some(format!("its job ended ({}) but its node could not be read: {e}", r.status.as_str())),
                     ),
-                    (Some(r), _) => (
-                        NodeStatus::Failed,
-                        Some(r.error.clone().unwrap_or_else(|| "the job was given up".into())),
-                    ),
+                    (Some(r), _) => {
+                        (NodeStatus::Failed, Some(r.error.clone().unwrap_or_else(|| "the job was given up".into())))
+                    }
                 };
                 let present = t.end_without_sim(id, status, error.clone());
                 if present {
                     // Its state is its parent's, stored as its own (a cancelled node's is read
                     // back from the store like any other).
-                    let stored = t
-                        .sim(id)
-                        .map_err(WorkbenchError::from)
-                        .and_then(|sim| handle.persist_state(&mut t, id, &sim));
+                    let stored =
+                        t.sim(id).map_err(WorkbenchError::from).and_then(|sim| handle.persist_state(&mut t, id, &sim));
                     if let Err(e) = stored {
                         tracing::warn!(tree, node = id, error = %e, "the state of a stopped job's node was not stored");
                     }
@@ -1394,13 +1267,7 @@ async fn take_end(
     if present {
         handle.touch(&handle.lock());
     }
-    Ended {
-        status,
-        error,
-        present,
-        unstored: None,
-        durable,
-    }
+    Ended { status, error, present, unstored: None, durable }
 }
 
 /// A node's log entries as a job's end gives them: stored rows read back, or the whole log
@@ -1417,9 +1284,7 @@ impl EndLog {
             EndLog::Stored(rows) => {
                 for r in rows {
                     let Ok(entries) = r.verified() else { return };
-                    entries
-                        .enumerate()
-                        .for_each(|(k, entry)| f(r.index as usize + k, entry));
+                    entries.enumerate().for_each(|(k, entry)| f(r.index as usize + k, entry));
                 }
             }
             EndLog::Kept(entries) => entries.iter().enumerate().for_each(|(k, entry)| f(k, entry)),

@@ -33,12 +33,7 @@ pub(crate) const MAX_VERSIONS: usize = 1000;
 /// `-` — so no control characters, no path (`/`, a leading `..`), no `@` (which separates a
 /// version).
 pub(crate) fn check_scenario_name(name: &str) -> Result<(), ScenarioNameError> {
-    let bad = |why| {
-        Err(ScenarioNameError {
-            name: name.to_string(),
-            why,
-        })
-    };
+    let bad = |why| Err(ScenarioNameError { name: name.to_string(), why });
     if let Some(c) = name.chars().find(|c| c.is_control()) {
         return bad(NameFault::Control(c));
     }
@@ -47,9 +42,7 @@ pub(crate) fn check_scenario_name(name: &str) -> Result<(), ScenarioNameError> {
     }
     let ok = (1..=64).contains(&name.len())
         && !name.starts_with('-')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
     if ok { Ok(()) } else { bad(NameFault::Form) }
 }
 
@@ -134,13 +127,7 @@ fn summary_of(id: &str, version: u64, doc: &Value) -> ScenarioSummary {
         )
     } else {
         let info = |k: &str| crate::scenario::abm_text(doc, k);
-        (
-            SimKind::Abm,
-            info("title"),
-            info("explanation"),
-            None,
-            ABM_DEFAULT_STEPS,
-        )
+        (SimKind::Abm, info("title"), info("explanation"), None, ABM_DEFAULT_STEPS)
     };
     ScenarioSummary {
         id: id.to_string(),
@@ -157,12 +144,7 @@ fn summary_of(id: &str, version: u64, doc: &Value) -> ScenarioSummary {
 impl Library {
     /// An empty library kept in memory.
     pub(crate) fn in_memory(max_bytes: usize) -> Library {
-        Library {
-            store: None,
-            entries: Mutex::new(BTreeMap::new()),
-            counters: Mutex::new(HashMap::new()),
-            max_bytes,
-        }
+        Library { store: None, entries: Mutex::new(BTreeMap::new()), counters: Mutex::new(HashMap::new()), max_bytes }
     }
 
     /// The library a store holds.
@@ -174,19 +156,12 @@ impl Library {
             let doc: Value = match serde_json::from_str(&row.body) {
                 Ok(d) => d,
                 Err(e) => {
-                    tracing::warn!(
-                        scenario = row.id,
-                        version = row.version,
-                        "a saved scenario is unreadable: {e}"
-                    );
+                    tracing::warn!(scenario = row.id, version = row.version, "a saved scenario is unreadable: {e}");
                     continue;
                 }
             };
             let summary = summary_of(&row.id, row.version, &doc);
-            let version = Version {
-                version: row.version,
-                body: None,
-            };
+            let version = Version { version: row.version, body: None };
             match entries.get_mut(&row.id) {
                 Some(e) => {
                     // Rows come by id and version: the last one read is the latest.
@@ -194,13 +169,7 @@ impl Library {
                     e.summary = summary;
                 }
                 None => {
-                    entries.insert(
-                        row.id.clone(),
-                        Entry {
-                            versions: vec![version],
-                            summary,
-                        },
-                    );
+                    entries.insert(row.id.clone(), Entry { versions: vec![version], summary });
                 }
             }
         }
@@ -227,10 +196,7 @@ impl Library {
     pub(crate) fn check_document(&self, doc: &Value, check: Check<'_>) -> Result<UserScenario, WorkbenchError> {
         let size = doc.to_string().len();
         if size > self.max_bytes {
-            return Err(WorkbenchError::DocumentTooLarge {
-                size,
-                max: self.max_bytes,
-            });
+            return Err(WorkbenchError::DocumentTooLarge { size, max: self.max_bytes });
         }
         let user = UserScenario::from_document(super::DOCUMENT_ID, doc)?;
         check(&user)?;
@@ -247,12 +213,7 @@ impl Library {
     /// Writes one version and waits until it is durable.
     fn write(&self, id: &str, version: u64, saved: u64, body: &str) -> Result<(), WorkbenchError> {
         if let Some(store) = &self.store {
-            store.write(Write::SaveScenario {
-                id: id.to_string(),
-                version,
-                saved,
-                body: body.to_string(),
-            });
+            store.write(Write::SaveScenario { id: id.to_string(), version, saved, body: body.to_string() });
             store.flush()?;
         }
         Ok(())
@@ -286,17 +247,11 @@ impl Library {
         entries.insert(
             name.to_string(),
             Entry {
-                versions: vec![Version {
-                    version,
-                    body: self.store.is_none().then(|| Arc::from(body.as_str())),
-                }],
+                versions: vec![Version { version, body: self.store.is_none().then(|| Arc::from(body.as_str())) }],
                 summary: summary_of(name, version, doc),
             },
         );
-        Ok(SavedRef {
-            id: name.to_string(),
-            version,
-        })
+        Ok(SavedRef { id: name.to_string(), version })
     }
 
     /// `PUT /api/scenarios/{id}`: the next version of a saved scenario.
@@ -315,11 +270,7 @@ impl Library {
         let mut entries = lock(&self.entries);
         let entry = entries.get_mut(id).ok_or_else(|| Self::not_found(id))?;
         if entry.versions.len() >= MAX_VERSIONS {
-            return Err(Full::Versions {
-                id: id.to_string(),
-                max: MAX_VERSIONS,
-            }
-            .into());
+            return Err(Full::Versions { id: id.to_string(), max: MAX_VERSIONS }.into());
         }
         let last = entry.versions.last().map_or(0, |v| v.version);
         let version = lock(&self.counters).get(id).copied().unwrap_or(0).max(last) + 1;
@@ -327,15 +278,9 @@ impl Library {
         let body = doc.to_string();
         self.write(id, version, saved, &body)?;
         lock(&self.counters).insert(id.to_string(), version);
-        entry.versions.push(Version {
-            version,
-            body: self.store.is_none().then(|| Arc::from(body.as_str())),
-        });
+        entry.versions.push(Version { version, body: self.store.is_none().then(|| Arc::from(body.as_str())) });
         entry.summary = summary_of(id, version, doc);
-        Ok(SavedRef {
-            id: id.to_string(),
-            version,
-        })
+        Ok(SavedRef { id: id.to_string(), version })
     }
 
     /// `DELETE /api/scenarios/{id}`: every version (trees made from it keep their copy).
@@ -384,18 +329,13 @@ impl Library {
             (Some(b), _) => b.to_string(),
             (None, Some(store)) => {
                 let key = id.to_string();
-                store
-                    .read(move |db| db.scenario_body(&key, chosen))?
-                    .ok_or_else(|| Self::not_found(id))?
+                store.read(move |db| db.scenario_body(&key, chosen))?.ok_or_else(|| Self::not_found(id))?
             }
             (None, None) => return Err(Self::not_found(id)),
         };
-        let document: Value =
-            serde_json::from_str(&body).map_err(|source| WorkbenchError::SavedScenarioUnreadable {
-                id: id.to_string(),
-                version: chosen,
-                source,
-            })?;
+        let document: Value = serde_json::from_str(&body).map_err(|source| {
+            WorkbenchError::SavedScenarioUnreadable { id: id.to_string(), version: chosen, source }
+        })?;
         let summary = summary_of(id, chosen, &document);
         Ok(Some(ScenarioDocument {
             id: id.to_string(),
@@ -478,11 +418,8 @@ mod tests {
         let lib = Library::in_memory(1 << 20);
         let ok: Check<'_> = &|_| Ok(());
         let chat: Value = serde_json::from_str(
-            &std::fs::read_to_string(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../assets/scenarios/simple_chat.json"
-            ))
-            .unwrap(),
+            &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../assets/scenarios/simple_chat.json"))
+                .unwrap(),
         )
         .unwrap();
         let mut v2 = chat.clone();
@@ -491,18 +428,12 @@ mod tests {
         assert_eq!(lib.update(&shipped, "c", &v2, ok).unwrap().version, 2);
         assert_eq!(lib.get("c", Some(1)).unwrap().unwrap().document, chat);
         let latest = lib.get("c", None).unwrap().unwrap();
-        assert_eq!(
-            (latest.version, latest.versions, &latest.document["title"]),
-            (2, vec![1, 2], &"second".into())
-        );
+        assert_eq!((latest.version, latest.versions, &latest.document["title"]), (2, vec![1, 2], &"second".into()));
         assert_eq!(lib.list()[0].version, Some(2));
         lib.delete(&shipped, "c").unwrap();
         assert!(lib.get("c", None).unwrap().is_none());
         assert_eq!(lib.save(&shipped, "c", &chat, ok).unwrap().version, 3);
         let big = Library::in_memory(10);
-        assert!(matches!(
-            big.save(&shipped, "d", &chat, ok),
-            Err(WorkbenchError::DocumentTooLarge { .. })
-        ));
+        assert!(matches!(big.save(&shipped, "d", &chat, ok), Err(WorkbenchError::DocumentTooLarge { .. })));
     }
 }

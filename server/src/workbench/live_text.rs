@@ -83,13 +83,8 @@ impl NodeStream {
         let at = p.at;
         p.at += text.len();
         p.sent = Instant::now();
-        let _ = self.tx.send(TreeMsg::Delta {
-            node: self.node,
-            call: p.call,
-            at: at as u64,
-            text,
-            agent: p.agent.clone(),
-        });
+        let _ =
+            self.tx.send(TreeMsg::Delta { node: self.node, call: p.call, at: at as u64, text, agent: p.agent.clone() });
     }
 }
 
@@ -162,11 +157,7 @@ mod tests {
         s.start(); // a retry starts over, as call 1
         s.text("Hé");
         s.end();
-        assert_eq!(
-            deltas(&mut rx),
-            vec![(0, 0, "Hello".into()), (1, 0, "Hé".into())],
-            "gathered within {EVERY:?}"
-        );
+        assert_eq!(deltas(&mut rx), vec![(0, 0, "Hello".into()), (1, 0, "Hé".into())], "gathered within {EVERY:?}");
         s.start();
         s.text(&"é".repeat(MAX_LIVE_BYTES));
         s.text("more");
@@ -193,10 +184,7 @@ mod tests {
         while let Ok(TreeMsg::Delta { text, agent, .. }) = rx.try_recv() {
             said.push((text, agent));
         }
-        assert_eq!(
-            said,
-            vec![("Hi".into(), Some("Alice".into())), ("Yo".into(), Some("Bob".into()))]
-        );
+        assert_eq!(said, vec![("Hi".into(), Some("Alice".into())), ("Yo".into(), Some("Bob".into()))]);
     }
 
     #[test]

@@ -45,13 +45,7 @@ impl Notebook<'_> {
         // Other windows on the tree redraw the node's marks (sent under the tree's lock, so
         // two edits reach watchers in the order they were stored).
         let a = after.clone().unwrap_or_default();
-        handle.send(TreeMsg::Marks {
-            node,
-            title: a.title,
-            note: a.note,
-            tags: a.tags,
-            starred: a.starred,
-        });
+        handle.send(TreeMsg::Marks { node, title: a.title, note: a.note, tags: a.tags, starred: a.starred });
         Ok(after)
     }
 
@@ -68,16 +62,10 @@ impl Notebook<'_> {
             let mut meta = lock(&handle.meta);
             let mut writes = Vec::new();
             if let Some(name) = &name {
-                writes.push(Write::Rename {
-                    tree,
-                    name: name.clone(),
-                });
+                writes.push(Write::Rename { tree, name: name.clone() });
             }
             if let Some(d) = &description {
-                writes.push(Write::Describe {
-                    tree,
-                    description: d.clone(),
-                });
+                writes.push(Write::Describe { tree, description: d.clone() });
             }
             // Stored, then kept: one the store refuses leaves the name and description as
             // they were.
@@ -89,10 +77,7 @@ impl Notebook<'_> {
                 meta.description = d;
             }
             // Other windows show the new name and description (in stored order, as above).
-            handle.send(TreeMsg::TreeEdited {
-                name: meta.name.clone(),
-                description: meta.description.clone(),
-            });
+            handle.send(TreeMsg::TreeEdited { name: meta.name.clone(), description: meta.description.clone() });
         }
         Ok(handle.info())
     }
@@ -111,22 +96,14 @@ impl Notebook<'_> {
             None => DEFAULT_LIMIT,
             Some(l @ 1..=MAX_LIMIT) => l,
             Some(l) => {
-                return Err(RequestError::SearchLimit {
-                    limit: l,
-                    max: MAX_LIMIT,
-                }
-                .into());
+                return Err(RequestError::SearchLimit { limit: l, max: MAX_LIMIT }.into());
             }
         };
         let offset = offset.unwrap_or(0);
         if let Some(t) = tree {
             self.tree(t)?;
         }
-        let empty = SearchReply {
-            hits: Vec::new(),
-            total: 0,
-            next: None,
-        };
+        let empty = SearchReply { hits: Vec::new(), total: 0, next: None };
         // Words are what every index matches; a query of punctuation alone matches nothing.
         if !q.chars().any(char::is_alphanumeric) {
             return Ok(empty);
@@ -145,17 +122,11 @@ impl Notebook<'_> {
         let need = usize::try_from(offset.saturating_add(limit)).unwrap_or(usize::MAX);
         let mut hits = self.rank(matches, tree.is_none(), need);
         let total = hits.len() as u64;
-        let page: Vec<(SearchHit, u64)> = hits
-            .drain(..)
-            .skip(usize::try_from(offset).unwrap_or(usize::MAX))
-            .take(limit as usize)
-            .collect();
+        let page: Vec<(SearchHit, u64)> =
+            hits.drain(..).skip(usize::try_from(offset).unwrap_or(usize::MAX)).take(limit as usize).collect();
         let ids: Vec<u64> = page.iter().map(|(_, text)| *text).collect();
         let texts: HashMap<u64, String> = match bodies.take() {
-            Some(all) => ids
-                .iter()
-                .filter_map(|i| Some((*i, all.get(*i as usize)?.clone())))
-                .collect(),
+            Some(all) => ids.iter().filter_map(|i| Some((*i, all.get(*i as usize)?.clone()))).collect(),
             None => match &self.store {
                 Some(store) => store.read(move |db| db.texts(&ids))?.into_iter().collect(),
                 None => HashMap::new(),
@@ -187,12 +158,7 @@ impl Notebook<'_> {
         for m in matches {
             let Some(kind) = hit_kind(&m.kind) else { continue };
             let score = m.score as f64 / 1e6;
-            let e = entered.entry((m.tree, m.node)).or_insert(Entered {
-                kind,
-                score,
-                text: m.id,
-                memory: None,
-            });
+            let e = entered.entry((m.tree, m.node)).or_insert(Entered { kind, score, text: m.id, memory: None });
             if score > e.score {
                 (e.kind, e.score, e.text) = (kind, score, m.id);
             }
@@ -252,9 +218,7 @@ impl Notebook<'_> {
             }
         }
         let order = |a: &(SearchHit, u64), b: &(SearchHit, u64)| {
-            b.0.score
-                .total_cmp(&a.0.score)
-                .then((a.0.tree, a.0.node).cmp(&(b.0.tree, b.0.node)))
+            b.0.score.total_cmp(&a.0.score).then((a.0.tree, a.0.node).cmp(&(b.0.tree, b.0.node)))
         };
         first.sort_by(order);
         let need = need.saturating_sub(first.len());
@@ -321,22 +285,11 @@ fn set_note(notes: &mut std::collections::BTreeMap<NodeId, Annotation>, node: No
 }
 
 fn annotate(tree: u64, node: NodeId, a: Option<&Annotation>) -> Write {
-    Write::Annotate {
-        tree,
-        node,
-        body: a.map(|a| serde_json::to_string(a).unwrap_or_default()),
-    }
+    Write::Annotate { tree, node, body: a.map(|a| serde_json::to_string(a).unwrap_or_default()) }
 }
 
 fn hit(with_tree: bool, tree: u64, node: NodeId, kind: HitKind, score: f64, from: Option<NodeId>) -> SearchHit {
-    SearchHit {
-        tree: with_tree.then_some(tree),
-        node,
-        kind,
-        snippet: String::new(),
-        score,
-        from,
-    }
+    SearchHit { tree: with_tree.then_some(tree), node, kind, snippet: String::new(), score, from }
 }
 
 fn hit_kind(kind: &str) -> Option<HitKind> {
@@ -359,11 +312,7 @@ fn check_query(q: Option<&str>) -> Result<String, WorkbenchError> {
     }
     let chars = q.chars().count();
     if chars > MAX_QUERY_CHARS {
-        return Err(RequestError::QueryLength {
-            chars,
-            max: MAX_QUERY_CHARS,
-        }
-        .into());
+        return Err(RequestError::QueryLength { chars, max: MAX_QUERY_CHARS }.into());
     }
     if let Some(c) = q.chars().find(|c| c.is_control()) {
         return Err(RequestError::QueryControl(c).into());
@@ -410,12 +359,7 @@ fn snippet(body: &str, q: &str) -> String {
         };
         if ws && !s.is_empty() { " " } else { "" }
     };
-    format!(
-        "{before}{}[{}]{}{after}",
-        sep(&before, true),
-        flat(&body[start..end]),
-        sep(&after, false)
-    )
+    format!("{before}{}[{}]{}{after}", sep(&before, true), flat(&body[start..end]), sep(&after, false))
 }
 
 /// The words of `text` (runs of letters and digits) with their byte offsets.
@@ -444,10 +388,7 @@ mod tests {
 
     #[test]
     fn snippets_bracket_the_phrase_and_cut_long_texts() {
-        assert_eq!(
-            snippet("Ann said: the Red  fox runs", "red fox"),
-            "Ann said: the [Red fox] runs"
-        );
+        assert_eq!(snippet("Ann said: the Red  fox runs", "red fox"), "Ann said: the [Red fox] runs");
         let long = format!("{} needle {}", "a ".repeat(100), "b ".repeat(100));
         let s = snippet(&long, "NEEDLE");
         assert!(s.starts_with('…') && s.ends_with('…') && s.contains("[needle]"), "{s}");

@@ -67,9 +67,9 @@ impl TreeHandle {
     /// dropped, not retried later) and answers 503 with the cause.
     pub(super) fn store_first(&self, writes: Vec<Write>) -> Result<(), WorkbenchError> {
         match &self.store {
-            Some(s) => s
-                .commit_or_nothing(writes)
-                .map_err(|source| WorkbenchError::NotStored { what: "change", source }),
+            Some(s) => {
+                s.commit_or_nothing(writes).map_err(|source| WorkbenchError::NotStored { what: "change", source })
+            }
             None => Ok(()),
         }
     }
@@ -94,12 +94,7 @@ impl TreeHandle {
 
     /// The write recording activity at `now` with `nodes` nodes.
     pub(super) fn touch_write(&self, tree: &SimTree, nodes: usize, now: u64) -> Write {
-        Write::Touch {
-            tree: self.id,
-            last_activity: now,
-            seq: tree.seq(),
-            nodes: nodes as u64,
-        }
+        Write::Touch { tree: self.id, last_activity: now, seq: tree.seq(), nodes: nodes as u64 }
     }
 
     /// Writes a node's record.
@@ -138,13 +133,7 @@ impl TreeHandle {
     /// Indexes for search what the agents' memories took in at node `id`.
     pub(super) fn persist_memory(&self, id: NodeId, text: String) {
         if !text.trim().is_empty() {
-            self.persist(Write::Text {
-                tree: self.id,
-                node: id,
-                kind: "memory".into(),
-                ord: 0,
-                body: text,
-            });
+            self.persist(Write::Text { tree: self.id, node: id, kind: "memory".into(), ord: 0, body: text });
         }
     }
 
@@ -153,12 +142,7 @@ impl TreeHandle {
         let (encoded, _) = encode_state(sim, id, None);
         let encoded = encoded?;
         tree.set_cost(id, encoded.raw_len);
-        self.persist(Write::State {
-            tree: self.id,
-            node: id,
-            data: encoded.data,
-            chunks: encoded.chunks,
-        });
+        self.persist(Write::State { tree: self.id, node: id, data: encoded.data, chunks: encoded.chunks });
         Ok(())
     }
 
@@ -237,13 +221,7 @@ impl LogBatch {
     const MAX_AGE: std::time::Duration = std::time::Duration::from_millis(100);
 
     pub(super) fn new(node: NodeId) -> LogBatch {
-        LogBatch {
-            node,
-            first: 0,
-            count: 0,
-            entries: String::new(),
-            since: None,
-        }
+        LogBatch { node, first: 0, count: 0, entries: String::new(), since: None }
     }
 
     /// Adds entry `index` of the node's own log.
@@ -335,10 +313,7 @@ impl Core {
         let interrupted = store.read(move |db| db.interrupt_running(&keep))?;
         let rows = store.read(|db| db.trees())?;
         if interrupted > 0 {
-            tracing::warn!(
-                nodes = interrupted,
-                "runs in flight when the server stopped are marked interrupted"
-            );
+            tracing::warn!(nodes = interrupted, "runs in flight when the server stopped are marked interrupted");
         }
         // Stored, not derived from the listed trees: a deleted tree's or a dead import's id is
         // never handed out again (its rows could otherwise resurface in the new tree).
@@ -405,10 +380,7 @@ impl Core {
             Found::Open(t) => return Ok(Some(t)),
             Found::Stored(row) => row,
         };
-        let rows = store
-            .read(move |db| db.nodes(id))?
-            .intact(id, &store.location)
-            .map_err(TreeError::from)?;
+        let rows = store.read(move |db| db.nodes(id))?.intact(id, &store.location).map_err(TreeError::from)?;
         let document = store.read(move |db| db.document(id))?;
         let document: Option<Arc<serde_json::Value>> =
             document.and_then(|b| serde_json::from_str(&b).ok()).map(Arc::new);
@@ -447,11 +419,7 @@ impl Core {
                 created: row.created,
                 last_activity: row.last_activity,
             },
-            BudgetLimits {
-                tokens: row.budget,
-                calls: None,
-                money: store.read(move |db| db.tree_money(id))?,
-            },
+            BudgetLimits { tokens: row.budget, calls: None, money: store.read(move |db| db.tree_money(id))? },
         ));
         if self.runs_jobs_only {
             // A worker reads a tree to run its jobs: the sweeps and explorations are the
@@ -462,11 +430,7 @@ impl Core {
         // On a database a team shares, a sweep whose server died is carried on.
         restore_sweeps(&handle, parse_rows::<SweepData>(id, &sweeps), self.jobs.get().is_some());
         let explores = store.read(move |db| db.explores(id))?;
-        restore_explores(
-            &handle,
-            parse_rows::<ExploreData>(id, &explores),
-            self.jobs.get().is_some(),
-        );
+        restore_explores(&handle, parse_rows::<ExploreData>(id, &explores), self.jobs.get().is_some());
         Ok(self.trees.opened(handle))
     }
 
@@ -534,17 +498,10 @@ impl Core {
         let written = {
             let mut t = handle.lock();
             if let Some(doc) = &t.document {
-                handle.persist(Write::Document {
-                    tree: handle.id,
-                    body: doc.to_string(),
-                });
+                handle.persist(Write::Document { tree: handle.id, body: doc.to_string() });
             }
             if let Some(version) = t.scenario_version {
-                handle.persist(Write::Origin {
-                    tree: handle.id,
-                    scenario: t.scenario.clone(),
-                    version,
-                });
+                handle.persist(Write::Origin { tree: handle.id, scenario: t.scenario.clone(), version });
             }
             t.ids().into_iter().try_for_each(|id| handle.persist_node(&mut t, id))
         };
@@ -623,29 +580,15 @@ impl Transfer<'_> {
                 dedupe = d;
                 let encoded = encoded.map_err(|e| TreeError::Store(e.to_string()))?;
                 let entries = node.log.entries();
-                store.write(Write::Node {
-                    tree: id,
-                    row: node.row(),
-                });
-                store.write(Write::State {
-                    tree: id,
-                    node: id_n,
-                    data: encoded.data,
-                    chunks: encoded.chunks,
-                });
+                store.write(Write::Node { tree: id, row: node.row() });
+                store.write(Write::State { tree: id, node: id_n, data: encoded.data, chunks: encoded.chunks });
                 if let Some(w) = Write::whole_log(id, id_n, &entries) {
                     store.write(w);
                 }
                 let before = node.parent.and_then(|p| marks.get(&p)).map_or(&[][..], Vec::as_slice);
                 let memory = sim.memory_since(before);
                 if !memory.trim().is_empty() {
-                    store.write(Write::Text {
-                        tree: id,
-                        node: id_n,
-                        kind: "memory".into(),
-                        ord: 0,
-                        body: memory,
-                    });
+                    store.write(Write::Text { tree: id, node: id_n, kind: "memory".into(), ord: 0, body: memory });
                 }
                 marks.insert(id_n, sim.memory_marks());
                 importer.release(id_n);
@@ -707,20 +650,18 @@ impl Transfer<'_> {
             Ok((importer.finish(store.as_ref().map(|_| self.source(id)))?, jobs))
         });
         let kind = kind.unwrap_or(SimKind::Social);
-        let tree = tree
-            .map_err(WorkbenchError::from)
-            .and_then(|(tree, (sweeps, explores))| {
-                if let Some(Some(source)) = &hooks {
-                    self.check_hook_source(source)?;
-                }
-                if kind == SimKind::Abm && !self.abm_elsewhere() {
-                    // Imported models run on the worker like created ones; start it now, not mid-run.
-                    self.abm_pool()?;
-                }
-                let sweeps = imported::<SweepData>("sweeps", sweeps, &tree)?;
-                let explores = imported::<ExploreData>("explores", explores, &tree)?;
-                Ok(((sweeps, explores), tree))
-            });
+        let tree = tree.map_err(WorkbenchError::from).and_then(|(tree, (sweeps, explores))| {
+            if let Some(Some(source)) = &hooks {
+                self.check_hook_source(source)?;
+            }
+            if kind == SimKind::Abm && !self.abm_elsewhere() {
+                // Imported models run on the worker like created ones; start it now, not mid-run.
+                self.abm_pool()?;
+            }
+            let sweeps = imported::<SweepData>("sweeps", sweeps, &tree)?;
+            let explores = imported::<ExploreData>("explores", explores, &tree)?;
+            Ok(((sweeps, explores), tree))
+        });
         let ((sweeps, explores), tree) = match tree {
             Ok(t) => t,
             Err(e) => {
@@ -738,12 +679,7 @@ impl Transfer<'_> {
             id,
             tree,
             kind,
-            Meta {
-                name,
-                description: description.clone(),
-                created: now,
-                last_activity: now,
-            },
+            Meta { name, description: description.clone(), created: now, last_activity: now },
             BudgetLimits::default(),
         ));
         restore_sweeps(&handle, sweeps, false);
@@ -753,17 +689,10 @@ impl Transfer<'_> {
             {
                 let t = handle.lock();
                 if let Some(doc) = &t.document {
-                    store.write(Write::Document {
-                        tree: id,
-                        body: doc.to_string(),
-                    });
+                    store.write(Write::Document { tree: id, body: doc.to_string() });
                 }
                 if let Some(version) = t.scenario_version {
-                    store.write(Write::Origin {
-                        tree: id,
-                        scenario: t.scenario.clone(),
-                        version,
-                    });
+                    store.write(Write::Origin { tree: id, scenario: t.scenario.clone(), version });
                 }
             }
             if description.is_some() {

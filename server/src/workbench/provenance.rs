@@ -54,12 +54,7 @@ impl Core {
         // The document the tree was made from: its own, the saved version's, or the shipped one.
         let document_sha256 = match (&document, version) {
             (Some(doc), _) => Some(sha256_json(doc)),
-            (None, Some(v)) => self
-                .library
-                .get(&scenario, Some(v))
-                .ok()
-                .flatten()
-                .map(|d| sha256_json(&d.document)),
+            (None, Some(v)) => self.library.get(&scenario, Some(v)).ok().flatten().map(|d| sha256_json(&d.document)),
             (None, None) => ScenarioEntry::find(&self.scenarios, &scenario)
                 .ok()
                 .map(|e| sha256_json(&super::library::shipped_document(e).document)),
@@ -91,10 +86,7 @@ impl Core {
         if let Some(s) = seed {
             line.push_str(&format!(" · seed {s}"));
         }
-        line.push_str(&format!(
-            " · prices sha256:{} · simtree {simtree}",
-            short(&prices_sha256)
-        ));
+        line.push_str(&format!(" · prices sha256:{} · simtree {simtree}", short(&prices_sha256)));
         Ok(Provenance {
             scenario,
             version,
@@ -115,10 +107,7 @@ impl Core {
 pub(crate) fn compare(statement: Option<&Value>, here: Provenance) -> ProvenanceCheck {
     let export = statement.map(|v| serde_json::from_value::<Provenance>(v.clone()));
     let (export, note) = match export {
-        None => (
-            None,
-            Some("the export states no provenance (it was written before exports did)".to_string()),
-        ),
+        None => (None, Some("the export states no provenance (it was written before exports did)".to_string())),
         Some(Err(e)) => (None, Some(format!("the export's provenance is not readable: {e}"))),
         Some(Ok(p)) => (Some(p), None),
     };
@@ -142,13 +131,7 @@ pub(crate) fn compare(statement: Option<&Value>, here: Provenance) -> Provenance
             }
         }
     }
-    ProvenanceCheck {
-        same: export.is_some() && differences.is_empty(),
-        here,
-        export,
-        differences,
-        note,
-    }
+    ProvenanceCheck { same: export.is_some() && differences.is_empty(), here, export, differences, note }
 }
 
 impl Transfer<'_> {
@@ -168,10 +151,7 @@ mod tests {
 
     #[test]
     fn hashes_are_sha256_in_hex_and_json_is_hashed_with_sorted_keys() {
-        assert_eq!(
-            sha256_hex(b"abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
+        assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
         let a: Value = serde_json::from_str(r#"{"b": 1, "a": [2, 3]}"#).unwrap();
         let b: Value = serde_json::from_str(r#"{"a":[2,3],"b":1}"#).unwrap();
         assert_eq!(sha256_json(&a), sha256_json(&b));
@@ -196,19 +176,13 @@ mod tests {
     #[test]
     fn a_comparison_names_each_field_that_differs_and_ignores_the_line() {
         let here = stated(1, "mock", None);
-        let same = compare(
-            Some(&serde_json::to_value(stated(1, "mock", None)).unwrap()),
-            here.clone(),
-        );
+        let same = compare(Some(&serde_json::to_value(stated(1, "mock", None)).unwrap()), here.clone());
         assert!(same.same && same.differences.is_empty() && same.note.is_none());
 
         let theirs = serde_json::to_value(stated(7, "openai:gpt-4o", Some("a1b"))).unwrap();
         let check = compare(Some(&theirs), here.clone());
-        let got: Vec<(String, Value, Value)> = check
-            .differences
-            .into_iter()
-            .map(|d| (d.field, d.export, d.here))
-            .collect();
+        let got: Vec<(String, Value, Value)> =
+            check.differences.into_iter().map(|d| (d.field, d.export, d.here)).collect();
         assert_eq!(
             got,
             vec![
@@ -223,12 +197,6 @@ mod tests {
         assert!(!none.same && none.export.is_none());
         assert!(none.note.unwrap().contains("states no provenance"));
         let forged = compare(Some(&serde_json::json!({"seed": "many"})), here);
-        assert!(
-            !forged.same
-                && forged
-                    .note
-                    .unwrap()
-                    .starts_with("the export's provenance is not readable")
-        );
+        assert!(!forged.same && forged.note.unwrap().starts_with("the export's provenance is not readable"));
     }
 }

@@ -120,15 +120,7 @@ impl Pending {
         Pending {
             id,
             log,
-            spec: RunSpec {
-                parent,
-                turns,
-                replicate: None,
-                reseed: None,
-                replay,
-                budget: None,
-                fan_out: None,
-            },
+            spec: RunSpec { parent, turns, replicate: None, reseed: None, replay, budget: None, fan_out: None },
             budget: None,
         }
     }
@@ -155,10 +147,9 @@ impl Outcome {
             Outcome::Ran(None) => (NodeStatus::Done, None),
             Outcome::Ran(Some(e)) => (NodeStatus::Failed, Some(e.clone())),
             Outcome::Stopped(status, error) => (*status, error.clone()),
-            Outcome::Panicked => (
-                NodeStatus::Failed,
-                Some("the run stopped on an internal error (its state is the parent's)".into()),
-            ),
+            Outcome::Panicked => {
+                (NodeStatus::Failed, Some("the run stopped on an internal error (its state is the parent's)".into()))
+            }
         }
     }
 }
@@ -238,21 +229,10 @@ pub(super) fn end_writes(
 ) -> StoreResult<(Vec<Write>, usize)> {
     let (encoded, _) = encode_state(sim, id, None);
     let encoded = encoded?;
-    let mut writes = vec![Write::State {
-        tree,
-        node: id,
-        data: encoded.data,
-        chunks: encoded.chunks,
-    }];
+    let mut writes = vec![Write::State { tree, node: id, data: encoded.data, chunks: encoded.chunks }];
     let memory = sim.memory_since(marks);
     if !memory.trim().is_empty() {
-        writes.push(Write::Text {
-            tree,
-            node: id,
-            kind: "memory".into(),
-            ord: 0,
-            body: memory,
-        });
+        writes.push(Write::Text { tree, node: id, kind: "memory".into(), ord: 0, body: memory });
     }
     Ok((writes, encoded.raw_len))
 }
@@ -271,14 +251,7 @@ impl TreeHandle {
         let (cancel, cancelled) = watch::channel(false);
         let (ended, ended_rx) = watch::channel(false);
         let live = LiveState::default();
-        lock(&self.runs).insert(
-            id,
-            RunControl {
-                cancel,
-                ended: ended_rx,
-                live: live.clone(),
-            },
-        );
+        lock(&self.runs).insert(id, RunControl { cancel, ended: ended_rx, live: live.clone() });
         Running { cancelled, ended, live }
     }
 }
@@ -357,13 +330,7 @@ pub(super) async fn conclude(
     running: Running,
     started: std::time::Instant,
 ) -> RunResult {
-    let Ended {
-        status,
-        error,
-        present,
-        mut unstored,
-        durable,
-    } = ended;
+    let Ended { status, error, present, mut unstored, durable } = ended;
     // (A durable end is not waited for: what is written beside it, the tree's touch, commits
     // with the store's next group and is retried while it cannot.)
     if present
@@ -392,21 +359,10 @@ pub(super) async fn conclude(
     );
     if present {
         let turns = handle.lock().node(id).ok().map(|n| n.turns);
-        handle.send(TreeMsg::RunFinish {
-            node: id,
-            status,
-            error: error.clone(),
-            turns,
-        });
+        handle.send(TreeMsg::RunFinish { node: id, status, error: error.clone(), turns });
     }
     let _ = running.ended.send(true);
-    RunResult {
-        node: id,
-        status,
-        error,
-        deleted: !present,
-        unstored,
-    }
+    RunResult { node: id, status, error, deleted: !present, unstored }
 }
 
 impl Core {
@@ -419,12 +375,7 @@ impl Core {
         p: Pending,
         running: Running,
     ) -> tokio::task::JoinHandle<RunResult> {
-        let Pending {
-            id,
-            log,
-            mut spec,
-            budget,
-        } = p;
+        let Pending { id, log, mut spec, budget } = p;
         let replay = spec.replay.take();
         let started = std::time::Instant::now();
         let handle = handle.clone();
@@ -444,13 +395,7 @@ impl Core {
                     }
                     present
                 };
-                let ended = Ended {
-                    status: NodeStatus::Failed,
-                    error,
-                    present,
-                    unstored: None,
-                    durable: false,
-                };
+                let ended = Ended { status: NodeStatus::Failed, error, present, unstored: None, durable: false };
                 return tokio::spawn(async move { conclude(&handle, id, ended, running, started).await });
             }
         };
@@ -464,11 +409,7 @@ impl Core {
         let mut memory = self.memory.subscribe();
         let memory_budget = self.memory.budget();
         // Where the agents' memories end before the run: what it adds is indexed for search.
-        let marks = if handle.stored() {
-            sim.memory_marks()
-        } else {
-            Vec::new()
-        };
+        let marks = if handle.stored() { sim.memory_marks() } else { Vec::new() };
         let turns = spec.turns;
         tracing::info!(tree = handle.id, node = id, turns, "run started");
         tokio::spawn(async move {
@@ -531,13 +472,7 @@ impl Core {
                 }
                 (present, unstored)
             };
-            let ended = Ended {
-                status,
-                error,
-                present,
-                unstored,
-                durable: false,
-            };
+            let ended = Ended { status, error, present, unstored, durable: false };
             conclude(&handle, id, ended, running, started).await
         })
     }

@@ -100,12 +100,7 @@ type CellEffects = Vec<IndexMap<String, Effect>>;
 
 impl SweepRecord {
     fn new(metrics: Vec<(String, Metric)>, data: SweepData) -> SweepRecord {
-        SweepRecord {
-            metrics,
-            data: Mutex::new(data),
-            effects: Mutex::new(None),
-            orphan: AtomicBool::new(false),
-        }
+        SweepRecord { metrics, data: Mutex::new(data), effects: Mutex::new(None), orphan: AtomicBool::new(false) }
     }
 }
 
@@ -126,9 +121,7 @@ impl SweepData {
             .collect::<Result<Vec<_>, _>>()?;
         let runs = self.cells.len() as u64 * self.seeds.len() as u64;
         if self.cells.is_empty() || self.seeds.is_empty() || runs > MAX_RUNS {
-            return Err(SweepError::Spec(format!(
-                "a sweep has 1 to {MAX_RUNS} runs; this one has {runs}"
-            )));
+            return Err(SweepError::Spec(format!("a sweep has 1 to {MAX_RUNS} runs; this one has {runs}")));
         }
         if self.baseline >= self.cells.len() {
             return Err(SweepError::Spec(format!(
@@ -146,10 +139,7 @@ impl SweepData {
             if c.children.len() != self.seeds.len() || c.results.len() != self.seeds.len() {
                 return Err(at(format!("{} replicates expected", self.seeds.len())));
             }
-            if c.results
-                .iter()
-                .any(|r| matches!(r, Replicate::Done(v) if v.len() != metrics.len()))
-            {
+            if c.results.iter().any(|r| matches!(r, Replicate::Done(v) if v.len() != metrics.len())) {
                 return Err(at(format!("a result without exactly {} values", metrics.len())));
             }
             let cell_there = match parent_of(c.node) {
@@ -161,10 +151,7 @@ impl SweepData {
                 match parent_of(r) {
                     Some(p) if cell_there && p == Some(c.node) => {}
                     Some(_) => {
-                        return Err(at(format!(
-                            "replicate {k} (node {r}) is not a child of node {}",
-                            c.node
-                        )));
+                        return Err(at(format!("replicate {k} (node {r}) is not a child of node {}", c.node)));
                     }
                     None => *result = Replicate::Ended("deleted".into()),
                 }
@@ -192,10 +179,7 @@ impl JobData for SweepData {
     }
 
     fn replicates(&mut self) -> Vec<(NodeId, &[NodeId], &mut Vec<Replicate>)> {
-        self.cells
-            .iter_mut()
-            .map(|c| (c.node, c.children.as_slice(), &mut c.results))
-            .collect()
+        self.cells.iter_mut().map(|c| (c.node, c.children.as_slice(), &mut c.results)).collect()
     }
 
     fn row(tree: u64, id: u64, body: String) -> Write {
@@ -245,22 +229,14 @@ impl Studies<'_> {
         let runs = cells.len() * spec.replicates as usize;
         let max = self.limits.max_children_per_request;
         if runs as u64 > max {
-            return Err(RequestLimit::SweepRuns {
-                cells: cells.len(),
-                replicates: spec.replicates,
-                runs,
-                max,
-            }
-            .into());
+            return Err(RequestLimit::SweepRuns { cells: cells.len(), replicates: spec.replicates, runs, max }.into());
         }
         let (cell_ids, pending) = {
             let mut t = handle.lock();
             if !spec.scenario.is_empty() && spec.scenario != t.scenario {
-                return Err(RequestError::OtherScenario {
-                    runs: t.scenario.clone(),
-                    asked: spec.scenario.clone(),
-                }
-                .into());
+                return Err(
+                    RequestError::OtherScenario { runs: t.scenario.clone(), asked: spec.scenario.clone() }.into()
+                );
             }
             let nodes = cells.len() + runs;
             self.check_capacity(&t, nodes)?;
@@ -289,10 +265,7 @@ impl Studies<'_> {
             (cell_ids, pending)
         };
         let per_cell = spec.replicates as usize;
-        let children: Vec<Vec<NodeId>> = pending
-            .chunks(per_cell)
-            .map(|c| c.iter().map(|p| p.id).collect())
-            .collect();
+        let children: Vec<Vec<NodeId>> = pending.chunks(per_cell).map(|c| c.iter().map(|p| p.id).collect()).collect();
         let record = handle.sweeps.add(|id| {
             SweepRecord::new(
                 metrics,
@@ -322,18 +295,9 @@ impl Studies<'_> {
         handle.sweeps.persist(&record, &handle);
         handle.flush()?;
         tracing::info!(tree, sweep, runs, "sweep started");
-        let steps = pending
-            .into_iter()
-            .enumerate()
-            .map(|(i, p)| (i / per_cell, i % per_cell, Step::Run(p)))
-            .collect();
+        let steps = pending.into_iter().enumerate().map(|(i, p)| (i / per_cell, i % per_cell, Step::Run(p))).collect();
         self.collect(handle, record, steps);
-        Ok(SweepStarted {
-            sweep,
-            cells: cell_ids,
-            children,
-            total: runs,
-        })
+        Ok(SweepStarted { sweep, cells: cell_ids, children, total: runs })
     }
 
     /// What `spec` would cost (`?estimate=true`): its cells × replicates runs of `turns` from
@@ -367,11 +331,7 @@ impl Studies<'_> {
     fn priced(&self, handle: &TreeHandle, mut table: SweepTable) -> SweepTable {
         let t = handle.lock();
         for c in &mut table.cells {
-            let records = c
-                .children
-                .iter()
-                .filter_map(|&n| t.node(n).ok())
-                .flat_map(|n| &n.records);
+            let records = c.children.iter().filter_map(|&n| t.node(n).ok()).flat_map(|n| &n.records);
             c.money = self.prices.money_of(records);
         }
         table
@@ -389,12 +349,7 @@ impl Studies<'_> {
     /// Every sweep of a tree, oldest first.
     pub(crate) fn sweep_tables(&self, tree: u64) -> Result<Vec<SweepTable>, WorkbenchError> {
         let handle = self.tree(tree)?;
-        Ok(handle
-            .sweeps
-            .all()
-            .iter()
-            .map(|r| self.priced(&handle, r.table()))
-            .collect())
+        Ok(handle.sweeps.all().iter().map(|r| self.priced(&handle, r.table())).collect())
     }
 }
 
@@ -520,11 +475,7 @@ fn pending_slots(d: &SweepData) -> Vec<(usize, usize)> {
         .iter()
         .enumerate()
         .flat_map(|(c, cell)| {
-            cell.results
-                .iter()
-                .enumerate()
-                .filter(|(_, r)| matches!(r, Replicate::Pending))
-                .map(move |(k, _)| (c, k))
+            cell.results.iter().enumerate().filter(|(_, r)| matches!(r, Replicate::Pending)).map(move |(k, _)| (c, k))
         })
         .collect()
 }
@@ -570,10 +521,7 @@ impl SweepRecord {
                     .iter()
                     .zip(&c.children)
                     .filter_map(|(r, &node)| match r {
-                        Replicate::Ended(error) => Some(FailedRun {
-                            node,
-                            error: error.clone(),
-                        }),
+                        Replicate::Ended(error) => Some(FailedRun { node, error: error.clone() }),
                         _ => None,
                     })
                     .collect();
@@ -624,9 +572,7 @@ impl SweepRecord {
                 if i == data.baseline {
                     IndexMap::new()
                 } else {
-                    effects(&self.metrics, &base, &outcomes(c), data.interval, |m| {
-                        bootstrap_seed(seed, i, m)
-                    })
+                    effects(&self.metrics, &base, &outcomes(c), data.interval, |m| bootstrap_seed(seed, i, m))
                 }
             })
             .collect();

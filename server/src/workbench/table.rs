@@ -44,11 +44,7 @@ pub(crate) enum TableFormat {
 impl TableFormat {
     /// `csv` (the default) or `ndjson`.
     pub(crate) fn parse(given: Option<&str>) -> Result<TableFormat, WorkbenchError> {
-        one_of(
-            "format",
-            given,
-            &[("csv", TableFormat::Csv), ("ndjson", TableFormat::Ndjson)],
-        )
+        one_of("format", given, &[("csv", TableFormat::Csv), ("ndjson", TableFormat::Ndjson)])
     }
 
     pub(crate) fn media_type(self) -> &'static str {
@@ -71,16 +67,9 @@ impl Page {
     pub(crate) fn new(offset: Option<u64>, limit: Option<u64>) -> Result<Page, WorkbenchError> {
         let limit = limit.unwrap_or(MAX_TABLE_ROWS);
         if !(1..=MAX_TABLE_ROWS).contains(&limit) {
-            return Err(RequestError::PageLimit {
-                limit,
-                max: MAX_TABLE_ROWS,
-            }
-            .into());
+            return Err(RequestError::PageLimit { limit, max: MAX_TABLE_ROWS }.into());
         }
-        Ok(Page {
-            offset: offset.unwrap_or(0),
-            limit,
-        })
+        Ok(Page { offset: offset.unwrap_or(0), limit })
     }
 
     /// The offset of the page after this one in a table of `total` rows, if there is one.
@@ -112,18 +101,14 @@ fn one_of<T: Copy>(name: &str, given: Option<&str>, options: &[(&'static str, T)
     let Some(given) = given else {
         return Ok(options[0].1);
     };
-    options
-        .iter()
-        .find(|(n, _)| *n == given)
-        .map(|(_, v)| *v)
-        .ok_or_else(|| {
-            RequestError::NotOneOf {
-                name: name.to_string(),
-                given: given.to_string(),
-                options: options.iter().map(|(n, _)| *n).collect(),
-            }
-            .into()
-        })
+    options.iter().find(|(n, _)| *n == given).map(|(_, v)| *v).ok_or_else(|| {
+        RequestError::NotOneOf {
+            name: name.to_string(),
+            given: given.to_string(),
+            options: options.iter().map(|(n, _)| *n).collect(),
+        }
+        .into()
+    })
 }
 
 /// A table ready to be read: its columns and row count, and where its rows come from.
@@ -160,10 +145,7 @@ impl Table {
     /// Makes the rows of `page`, in order, handing each to `row`; stops early when `row` says
     /// false (the reader went away).
     pub(crate) fn read(&self, page: Page, mut row: impl FnMut(&[Value]) -> bool) -> Result<(), WorkbenchError> {
-        let mut cursor = Cursor {
-            skip: page.offset,
-            left: page.limit.min(self.total.saturating_sub(page.offset)),
-        };
+        let mut cursor = Cursor { skip: page.offset, left: page.limit.min(self.total.saturating_sub(page.offset)) };
         if cursor.left == 0 {
             return Ok(());
         }
@@ -275,12 +257,7 @@ fn own_entries(handle: &TreeHandle, node: NodeId, count: usize) -> Result<Option
         texts
     };
     // Entries are JSON the server wrote (or an import checked); one that is not reads as null.
-    Ok(Some(
-        texts
-            .iter()
-            .map(|s| serde_json::from_str(s).unwrap_or(Value::Null))
-            .collect(),
-    ))
+    Ok(Some(texts.iter().map(|s| serde_json::from_str(s).unwrap_or(Value::Null)).collect()))
 }
 
 /// What a log table carries from entry to entry along a path: the entry's position on the path,
@@ -307,10 +284,7 @@ impl Carry {
                 self.step = Some(self.step.unwrap_or(0) + 1);
             }
             "decision_point" => {
-                let idx = data
-                    .get("log")
-                    .and_then(|l| l.get("decision_point_idx"))
-                    .and_then(Value::as_i64);
+                let idx = data.get("log").and_then(|l| l.get("decision_point_idx")).and_then(Value::as_i64);
                 self.step = Some(idx.map_or(self.step.unwrap_or(0) + 1, |i| i + 1));
             }
             "abm_step" => {
@@ -356,10 +330,7 @@ fn text_of(kind: &str, data: &Map<String, Value>) -> Value {
         "action_end" => field("summary"),
         "action_start" => {
             let action = data.get("action");
-            match action
-                .and_then(|a| a.get("message"))
-                .filter(|m| m.as_str().is_some_and(|s| !s.is_empty()))
-            {
+            match action.and_then(|a| a.get("message")).filter(|m| m.as_str().is_some_and(|s| !s.is_empty())) {
                 Some(m) => m.clone(),
                 None => json(action),
             }
@@ -398,17 +369,11 @@ fn series_of(entry: &Value) -> Vec<(Value, String, Value)> {
                 .collect()
         }
         Some("decision_point") => {
-            let idx = get("log")
-                .and_then(|l| l.get("decision_point_idx"))
-                .and_then(Value::as_i64);
+            let idx = get("log").and_then(|l| l.get("decision_point_idx")).and_then(Value::as_i64);
             let step = Value::from(idx.unwrap_or(0) + 1);
             let cash = get("portfolio").and_then(|p| p.get("cash")).cloned();
             vec![
-                (
-                    step.clone(),
-                    "value".into(),
-                    get("value").cloned().unwrap_or(Value::Null),
-                ),
+                (step.clone(), "value".into(), get("value").cloned().unwrap_or(Value::Null)),
                 (step, "cash".into(), cash.unwrap_or(Value::Null)),
             ]
         }
@@ -418,11 +383,7 @@ fn series_of(entry: &Value) -> Vec<(Value, String, Value)> {
 
 /// An axis label as a column: itself, unless a fixed column has that name.
 fn param_column(name: &str) -> String {
-    if RUN_COLUMNS.contains(&name) {
-        format!("param:{name}")
-    } else {
-        name.to_string()
-    }
+    if RUN_COLUMNS.contains(&name) { format!("param:{name}") } else { name.to_string() }
 }
 
 impl Transfer<'_> {
@@ -445,11 +406,8 @@ impl Transfer<'_> {
         let names: Vec<String> = table.metrics.keys().cloned().collect();
         let mut runs = Vec::new();
         for (i, c) in table.cells.iter().enumerate() {
-            let cell_names: Vec<String> = if names.is_empty() {
-                c.metrics.keys().cloned().collect()
-            } else {
-                names.clone()
-            };
+            let cell_names: Vec<String> =
+                if names.is_empty() { c.metrics.keys().cloned().collect() } else { names.clone() };
             for (k, &node) in c.children.iter().enumerate() {
                 let mut head: Vec<Value> = vec![(runs.len() as u64).into(), (i as u64).into()];
                 head.extend(params.iter().map(|p| c.cell.get(p).cloned().unwrap_or(Value::Null)));
@@ -471,25 +429,14 @@ impl Transfer<'_> {
                 } else {
                     (0, 0)
                 };
-                runs.push(Run {
-                    head,
-                    node,
-                    metrics,
-                    entries,
-                    series: counted,
-                });
+                runs.push(Run { head, node, metrics, entries, series: counted });
             }
         }
         let total = runs.iter().map(|r| r.metrics.len() as u64 + r.series).sum();
         let mut columns: Vec<String> = vec!["run".into(), "cell".into()];
         columns.extend(params.iter().map(|p| param_column(p)));
         columns.extend(RUN_COLUMNS[2..].iter().map(|c| c.to_string()));
-        Ok(Some(Table {
-            columns,
-            total,
-            handle,
-            source: Source::Runs(runs),
-        }))
+        Ok(Some(Table { columns, total, handle, source: Source::Runs(runs) }))
     }
 
     /// The log of `tree` around `node` in long format, one row per entry (see [`Scope`]), in
@@ -525,11 +472,7 @@ impl Transfer<'_> {
                 Err(crate::tree::TreeError::NodeNotFound(_)) => continue,
                 Err(e) => return Err(e.into()),
             };
-            parts.push(LogPart {
-                node: n,
-                parent,
-                entries,
-            });
+            parts.push(LogPart { node: n, parent, entries });
         }
         let total = parts.iter().map(|p| p.entries as u64).sum();
         Ok(Table {
@@ -596,39 +539,16 @@ mod tests {
         ];
         let got: Vec<_> = rows(&log)
             .into_iter()
-            .map(|r| {
-                (
-                    r[0].clone(),
-                    r[1].clone(),
-                    r[2].clone(),
-                    r[3].clone(),
-                    r[4].clone(),
-                    r[6].clone(),
-                )
-            })
+            .map(|r| (r[0].clone(), r[1].clone(), r[2].clone(), r[3].clone(), r[4].clone(), r[6].clone()))
             .collect();
         let want = vec![
             (json!(0), json!(0), Value::Null, json!(5), Value::Null, json!("Hello")),
             (json!(0), json!(1), json!(1), json!(5), json!("Ann"), Value::Null),
-            (
-                json!(1),
-                json!(2),
-                json!(1),
-                json!(5),
-                json!("Ann"),
-                json!("{\"action\":\"yield\"}"),
-            ),
+            (json!(1), json!(2), json!(1), json!(5), json!("Ann"), json!("{\"action\":\"yield\"}")),
             (json!(1), json!(3), json!(1), json!(5), json!("Bo"), Value::Null),
             (json!(1), json!(4), json!(2), json!(7.5), json!("Bo"), Value::Null),
             (json!(2), json!(5), json!(5), json!(7.5), Value::Null, json!("bought")),
-            (
-                json!(2),
-                json!(6),
-                json!(9),
-                json!(7.5),
-                Value::Null,
-                json!("{\"x\":1}"),
-            ),
+            (json!(2), json!(6), json!(9), json!(7.5), Value::Null, json!("{\"x\":1}")),
         ];
         assert_eq!(got, want);
     }
@@ -636,18 +556,12 @@ mod tests {
     #[test]
     fn series_keep_scalars_and_trading_value_and_cash() {
         let abm = json!({"type": "abm_step", "data": {"step": 3, "values": {"a": 1, "per_agent": [1, 2], "b": "x"}}});
-        assert_eq!(
-            series_of(&abm),
-            vec![(json!(3), "a".into(), json!(1)), (json!(3), "b".into(), json!("x"))]
-        );
+        assert_eq!(series_of(&abm), vec![(json!(3), "a".into(), json!(1)), (json!(3), "b".into(), json!("x"))]);
         let trade = json!({"type": "decision_point", "data": {"value": 10.5, "portfolio": {"cash": 2.0},
                            "log": {"decision_point_idx": 0}}});
         assert_eq!(
             series_of(&trade),
-            vec![
-                (json!(1), "value".into(), json!(10.5)),
-                (json!(1), "cash".into(), json!(2.0))
-            ]
+            vec![(json!(1), "value".into(), json!(10.5)), (json!(1), "cash".into(), json!(2.0))]
         );
     }
 
@@ -658,17 +572,11 @@ mod tests {
         let mut out = Vec::new();
         write_header(TableFormat::Csv, &columns, &mut out);
         write_row(TableFormat::Csv, &columns, &cells, &mut out);
-        assert_eq!(
-            String::from_utf8(out).unwrap(),
-            "a,b,c,d\n\"x,\"\"y\"\"\",,1.5,\"{\"\"k\"\":[1]}\"\n"
-        );
+        assert_eq!(String::from_utf8(out).unwrap(), "a,b,c,d\n\"x,\"\"y\"\"\",,1.5,\"{\"\"k\"\":[1]}\"\n");
         let mut out = Vec::new();
         write_header(TableFormat::Ndjson, &columns, &mut out);
         write_row(TableFormat::Ndjson, &columns, &cells, &mut out);
-        assert_eq!(
-            String::from_utf8(out).unwrap(),
-            "{\"a\":\"x,\\\"y\\\"\",\"b\":null,\"c\":1.5,\"d\":{\"k\":[1]}}\n"
-        );
+        assert_eq!(String::from_utf8(out).unwrap(), "{\"a\":\"x,\\\"y\\\"\",\"b\":null,\"c\":1.5,\"d\":{\"k\":[1]}}\n");
     }
 
     #[test]

@@ -52,18 +52,9 @@ impl Usage<'_> {
         let limits = b.map(|b| b.limits()).unwrap_or_default();
         Ok(UsageReply {
             usage: usage_of(total, money),
-            budget: b.zip(limits.tokens).map(|(b, limit)| Budget {
-                limit,
-                spent: b.spent(),
-            }),
-            call_budget: b.zip(limits.calls).map(|(b, limit)| Budget {
-                limit,
-                spent: b.calls(),
-            }),
-            money_budget: b.zip(limits.money).map(|(b, limit)| MoneyBudget {
-                limit,
-                spent: b.money_spent(),
-            }),
+            budget: b.zip(limits.tokens).map(|(b, limit)| Budget { limit, spent: b.spent() }),
+            call_budget: b.zip(limits.calls).map(|(b, limit)| Budget { limit, spent: b.calls() }),
+            money_budget: b.zip(limits.money).map(|(b, limit)| MoneyBudget { limit, spent: b.money_spent() }),
         })
     }
 }

@@ -74,10 +74,7 @@ impl Browser {
         let required = std::env::var("E2E").is_ok_and(|v| v == "1");
         let driver = std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "/usr/bin/chromedriver".into());
         if !dist().join("simtree_frontend_bg.wasm").exists() || !std::path::Path::new(&driver).exists() {
-            assert!(
-                !required,
-                "E2E=1 but frontend/dist or {driver} is missing (run cargo xtask test)"
-            );
+            assert!(!required, "E2E=1 but frontend/dist or {driver} is missing (run cargo xtask test)");
             eprintln!("SKIP: frontend/dist or {driver} missing");
             return None;
         }
@@ -88,25 +85,14 @@ impl Browser {
         let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
         let driver = Driver::spawn(&driver, port);
         let (client, profile) = chromium_session(port).await;
-        Some(Browser {
-            server,
-            client,
-            driver,
-            port,
-            profile,
-            _turn: turn,
-        })
+        Some(Browser { server, client, driver, port, profile, _turn: turn })
     }
 
     /// On a server whose model is the OpenAI-shaped provider at `url` (model `fake-model`), with
     /// the API key `key` and the settings `more`.
     pub async fn on_provider(url: &str, key: &str, more: &[(&str, &str)]) -> Option<Browser> {
-        let mut env = vec![
-            ("LLM_DIALECT", "openai"),
-            ("LLM_BASE_URL", url),
-            ("LLM_API_KEY", key),
-            ("LLM_MODEL", "fake-model"),
-        ];
+        let mut env =
+            vec![("LLM_DIALECT", "openai"), ("LLM_BASE_URL", url), ("LLM_API_KEY", key), ("LLM_MODEL", "fake-model")];
         env.extend_from_slice(more);
         Browser::start_env(&[], &env).await
     }
@@ -114,9 +100,7 @@ impl Browser {
     /// Sends a Chrome DevTools Protocol command to the page (see [`driver::cdp`]); returns its
     /// result.
     pub async fn cdp(&self, cmd: &str, params: Value) -> Value {
-        driver::cdp(&self.client, self.port, cmd, params)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
+        driver::cdp(&self.client, self.port, cmd, params).await.unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Saves a screenshot of the page as it is now, mid-test, as `<name>.png`.

@@ -63,19 +63,12 @@ impl Browser {
 
     /// Chooses `value` in the select `css`.
     pub async fn select(&self, css: &str, value: &str) {
-        self.on_fresh(css, &format!("select {value} in"), async |el| {
-            el.select_by_value(value).await
-        })
-        .await
+        self.on_fresh(css, &format!("select {value} in"), async |el| el.select_by_value(value).await).await
     }
 
     /// How many elements match `css` now.
     pub async fn count(&self, css: &str) -> usize {
-        self.client
-            .find_all(Locator::Css(css))
-            .await
-            .map(|v| v.len())
-            .unwrap_or(0)
+        self.client.find_all(Locator::Css(css)).await.map(|v| v.len()).unwrap_or(0)
     }
 
     /// Polls until `css` matches exactly `n` elements.
@@ -148,10 +141,7 @@ impl Browser {
 
     /// Runs a script in the page and returns its value.
     pub async fn js(&self, script: &str) -> Value {
-        self.client
-            .execute(script, vec![])
-            .await
-            .unwrap_or_else(|e| panic!("{script}: {e}"))
+        self.client.execute(script, vec![]).await.unwrap_or_else(|e| panic!("{script}: {e}"))
     }
 
     /// Clears the field `css` and types `value` into it.
@@ -194,25 +184,13 @@ impl Browser {
 
     /// The value of a form field.
     pub async fn value_of(&self, css: &str) -> String {
-        self.wait_css(css)
-            .await
-            .prop("value")
-            .await
-            .unwrap()
-            .unwrap_or_default()
+        self.wait_css(css).await.prop("value").await.unwrap().unwrap_or_default()
     }
 
     /// Polls until the value of the field `css` contains `needle`; returns the value.
     pub async fn wait_value(&self, css: &str, needle: &str) -> String {
         eventually(async || {
-            let value = self
-                .wait_css(css)
-                .await
-                .prop("value")
-                .await
-                .ok()
-                .flatten()
-                .unwrap_or_default();
+            let value = self.wait_css(css).await.prop("value").await.ok().flatten().unwrap_or_default();
             match value.contains(needle) {
                 true => Ok(value),
                 false => Err(format!("{css} never held {needle:?}; last: {value:?}")),
@@ -232,16 +210,9 @@ impl Browser {
 
     /// The texts of every element matching `css`, trimmed.
     pub async fn texts(&self, css: &str) -> Vec<String> {
-        let v = self
-            .js(&format!(
-                "return [...document.querySelectorAll(\"{css}\")].map(e => e.textContent.trim());"
-            ))
-            .await;
-        v.as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|s| s.as_str().map(str::to_string))
-            .collect()
+        let v =
+            self.js(&format!("return [...document.querySelectorAll(\"{css}\")].map(e => e.textContent.trim());")).await;
+        v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(str::to_string)).collect()
     }
 
     /// The screen rectangle of the first element matching `css`: [left, top, right, bottom].
@@ -282,11 +253,7 @@ impl Browser {
     /// The errors [`Browser::capture_errors`] recorded.
     pub async fn page_errors(&self) -> Vec<String> {
         let v = self.js("return window.__errors || [];").await;
-        v.as_array()
-            .into_iter()
-            .flatten()
-            .map(|e| e.as_str().unwrap_or_default().to_string())
-            .collect()
+        v.as_array().into_iter().flatten().map(|e| e.as_str().unwrap_or_default().to_string()).collect()
     }
 
     /// Keeps, from now on, the body of each request the page sends with a body, by address, in
@@ -342,9 +309,7 @@ impl Browser {
     pub async fn downloaded(&self, name: &str) -> String {
         eventually(async || {
             let got = self.js(&format!("return window.__downloads['{name}'] || null")).await;
-            got.as_str()
-                .map(str::to_string)
-                .ok_or_else(|| format!("{name} was never downloaded"))
+            got.as_str().map(str::to_string).ok_or_else(|| format!("{name} was never downloaded"))
         })
         .await
     }

@@ -146,8 +146,7 @@ impl Browser {
     pub async fn edit_json(&self, edit: impl FnOnce(&mut Value)) {
         let mut doc = self.json_view().await;
         edit(&mut doc);
-        self.fill("#doc-json", &serde_json::to_string_pretty(&doc).unwrap(), "input")
-            .await;
+        self.fill("#doc-json", &serde_json::to_string_pretty(&doc).unwrap(), "input").await;
     }
 
     /// Opens the New page's social form, titles the document `title` and saves it to the library
@@ -182,10 +181,7 @@ impl Browser {
             .js("const a = document.querySelector('#doc-json');\
                  return [Number(a.getAttribute('data-marked-line')), a.value.substring(a.selectionStart, a.selectionEnd)];")
             .await;
-        (
-            v[0].as_u64().unwrap_or(0),
-            v[1].as_str().unwrap_or_default().to_string(),
-        )
+        (v[0].as_u64().unwrap_or(0), v[1].as_str().unwrap_or_default().to_string())
     }
 
     /// Hovers the right end of chart `id` (its last point) and returns the read-out.

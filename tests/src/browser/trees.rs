@@ -11,12 +11,7 @@ pub async fn wide_tree(s: &Server, n: u64) -> u64 {
     let mut made = 0;
     while made < n {
         let count = (n - made).min(256);
-        ok(
-            s,
-            &format!("/devui/simtree/{t}/advance_multi"),
-            json!({"parent": 0, "turns": 0, "count": count}),
-        )
-        .await;
+        ok(s, &format!("/devui/simtree/{t}/advance_multi"), json!({"parent": 0, "turns": 0, "count": count})).await;
         made += count;
     }
     t
@@ -31,13 +26,7 @@ pub async fn tree_with_run(s: &Server, scenario: &str, turns: u64) -> u64 {
 
 /// The children of `parent` in a `…/graph` reply.
 pub fn children_of(g: &Value, parent: u64) -> Vec<u64> {
-    g["edges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["from"] == parent)
-        .map(|e| e["to"].as_u64().unwrap())
-        .collect()
+    g["edges"].as_array().unwrap().iter().filter(|e| e["from"] == parent).map(|e| e["to"].as_u64().unwrap()).collect()
 }
 
 /// Waits until the API has `count` finished children under `parent` (nothing of the tree
@@ -66,10 +55,7 @@ pub async fn last_tracked(s: &Server, t: u64, n: u64, name: &str) -> Option<Valu
     let logs = get_ok(s, &format!("/devui/simtree/{t}/node/{n}/logs")).await;
     let last = logs.as_array()?.iter().rev().find(|e| e["type"] == "abm_step")?;
     let values = last["data"]["values"].as_object()?;
-    values
-        .get(name)
-        .or_else(|| values.get(&format!("globalVariable.{name}")))
-        .cloned()
+    values.get(name).or_else(|| values.get(&format!("globalVariable.{name}"))).cloned()
 }
 
 /// Runs a sweep of `body` on `tree` through the API; its table once no run is pending.

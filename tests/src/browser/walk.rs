@@ -14,8 +14,7 @@ impl Browser {
         self.open("/").await;
         self.wait_css("#home-intro").await;
         self.click(".home .card a[href='/simtree']").await;
-        self.wait_css(&format!("#scenario-select option[value='{scenario}']"))
-            .await;
+        self.wait_css(&format!("#scenario-select option[value='{scenario}']")).await;
         self.select("#scenario-select", scenario).await;
         if let Some(llm) = llm {
             self.select("#llm-select", llm).await;
@@ -44,10 +43,7 @@ impl Browser {
         let (status, r) = s.post("/api/scenarios", &json!({"name": name, "document": doc})).await;
         assert_eq!(status, 201, "{r}");
         doc["title"] = json!("Second version");
-        let put = s
-            .http
-            .put(s.url(&format!("/api/scenarios/{name}")))
-            .json(&json!({"document": doc}));
+        let put = s.http.put(s.url(&format!("/api/scenarios/{name}"))).json(&json!({"document": doc}));
         assert_eq!(put.send().await.expect("PUT").status(), 200);
         self.open(&format!("/new?from={name}")).await;
         self.wait_value("#new-title", "Second version").await;
@@ -59,19 +55,11 @@ impl Browser {
         self.set_input("#new-money", money).await;
         self.click("#create-tree").await;
         let (t, info) = self.created_tree().await;
-        assert_eq!(
-            (info["scenario"].as_str(), info["scenario_version"].as_u64()),
-            (Some(name), Some(1)),
-            "{info}"
-        );
+        assert_eq!((info["scenario"].as_str(), info["scenario_version"].as_u64()), (Some(name), Some(1)), "{info}");
         let line = self.provenance_agrees(t).await;
         assert!(line.starts_with(&format!("{name}@1 ")), "{line}");
         let usage = get_ok(s, &format!("/devui/simtree/{t}/usage")).await;
-        same_number(
-            money,
-            usage["money_budget"]["limit"].as_f64().unwrap(),
-            "the tree's money budget",
-        );
+        same_number(money, usage["money_budget"]["limit"].as_f64().unwrap(), "the tree's money budget");
         t
     }
 
@@ -105,11 +93,7 @@ impl Browser {
         std::fs::write(&file, csv).unwrap();
         self.open("/new/trading").await;
         self.wait_css("#dataset-select option[value='shipped']").await;
-        self.wait_css("#csv-file")
-            .await
-            .send_keys(file.to_str().unwrap())
-            .await
-            .unwrap();
+        self.wait_css("#csv-file").await.send_keys(file.to_str().unwrap()).await.unwrap();
         self.wait_value("#csv-name", name).await;
         self.click("#csv-upload-btn").await;
         self.wait_text("#csv-done", name).await;
@@ -132,10 +116,7 @@ impl Browser {
         self.capture_downloads().await;
         self.click("#download-log").await;
         let log = self.downloaded(&format!("simtree-tree{t}-node{n}-log.jsonl")).await;
-        let lines: Vec<Value> = log
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("each line is JSON"))
-            .collect();
+        let lines: Vec<Value> = log.lines().map(|l| serde_json::from_str(l).expect("each line is JSON")).collect();
         let api = get_ok(s, &format!("/devui/simtree/{t}/node/{n}/logs")).await;
         assert_eq!(Value::Array(lines), api, "node {n}'s log file against …/logs");
         self.click("#download-tree").await;
@@ -160,30 +141,18 @@ impl Browser {
         let v = view_of(s, t, n).await;
         if head[0] == "date" {
             assert_eq!(head, ["date", "strategy", "buy_and_hold"]);
-            let (curve, hold) = (
-                v["equity_curve"].as_array().unwrap(),
-                v["buy_and_hold_curve"].as_array().unwrap(),
-            );
+            let (curve, hold) = (v["equity_curve"].as_array().unwrap(), v["buy_and_hold_curve"].as_array().unwrap());
             assert_eq!(rows.len(), curve.len(), "a row per day of the equity curve");
             for ((row, c), h) in rows.iter().zip(curve).zip(hold) {
                 assert_eq!(row[0], c["date"].as_str().unwrap());
                 same_number(row[1], c["value"].as_f64().unwrap(), &format!("strategy on {}", row[0]));
-                same_number(
-                    row[2],
-                    h["value"].as_f64().unwrap(),
-                    &format!("buy & hold on {}", row[0]),
-                );
+                same_number(row[2], h["value"].as_f64().unwrap(), &format!("buy & hold on {}", row[0]));
             }
             return;
         }
         assert_eq!(head[0], "step");
         let logs = get_ok(s, &format!("/devui/simtree/{t}/node/{n}/logs")).await;
-        let steps: Vec<&Value> = logs
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|e| e["type"] == "abm_step")
-            .collect();
+        let steps: Vec<&Value> = logs.as_array().unwrap().iter().filter(|e| e["type"] == "abm_step").collect();
         assert_eq!(rows.len(), steps.len(), "a row per step: {csv}");
         for (row, step) in rows.iter().zip(&steps) {
             assert_eq!(row[0], step["data"]["step"].to_string(), "the model's step");
@@ -235,19 +204,11 @@ impl Browser {
         );
         self.shows("#stats", &want).await;
         // Each id drawn (nodes out of view are not drawn) is a node of the API's, once.
-        let ids: Vec<String> = g["nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| n["id"].to_string())
-            .collect();
+        let ids: Vec<String> = g["nodes"].as_array().unwrap().iter().map(|n| n["id"].to_string()).collect();
         let drawn = self.texts("g.node text.nid").await;
         let unique: std::collections::BTreeSet<&String> = drawn.iter().collect();
         assert_eq!(unique.len(), drawn.len(), "an id drawn twice: {drawn:?}");
-        assert!(
-            drawn.iter().all(|d| ids.contains(d)),
-            "{drawn:?} drawn; the API has {ids:?}"
-        );
+        assert!(drawn.iter().all(|d| ids.contains(d)), "{drawn:?} drawn; the API has {ids:?}");
     }
 
     /// Selects node `n` (a click on the graph) unless it is selected, then checks what the page
@@ -255,9 +216,7 @@ impl Browser {
     /// model calls and tokens, the tree's usage line.
     pub async fn select_and_check(&self, t: u64, n: u64) {
         let s = &self.server;
-        let selected = self
-            .js("return document.querySelector('#stats span')?.textContent ?? null;")
-            .await;
+        let selected = self.js("return document.querySelector('#stats span')?.textContent ?? null;").await;
         if selected.as_str() != Some(&format!("Selected: {n}")) {
             self.click(&format!("g.node[data-id='{n}']")).await;
         }
@@ -287,8 +246,7 @@ impl Browser {
                     _ => ("turn", "turns"),
                 };
                 let unit = if turns == 1 { one } else { many };
-                self.shows("#node-made", &format!("#{n} · +{turns} {unit}{failed}"))
-                    .await;
+                self.shows("#node-made", &format!("#{n} · +{turns} {unit}{failed}")).await;
                 // The graph's label under the node, when it is drawn, says the same (as much of
                 // it as fits beside its neighbours).
                 let label = self.texts(&format!("g.node[data-id='{n}'] text.nop")).await;
@@ -330,34 +288,20 @@ impl Browser {
     /// The parallel-run form's cost line against `?estimate=true` of the same request.
     pub async fn estimate_agrees(&self, t: u64, parent: u64, turns: u64, count: u64) {
         let body = json!({"parent": parent, "turns": turns, "count": count});
-        self.estimate_line_agrees("fanout-estimate", t, "advance_multi", &body)
-            .await;
+        self.estimate_line_agrees("fanout-estimate", t, "advance_multi", &body).await;
     }
 
     /// The cost line `#{id}` above a run's button (and the warning under it) against
     /// `?estimate=true` of `body` on the tree's run route `route`.
     pub async fn estimate_line_agrees(&self, id: &str, t: u64, route: &str, body: &Value) {
-        let (status, e) = self
-            .server
-            .post(&format!("/devui/simtree/{t}/{route}?estimate=true"), body)
-            .await;
+        let (status, e) = self.server.post(&format!("/devui/simtree/{t}/{route}?estimate=true"), body).await;
         assert_eq!(status, 200, "{e}");
-        let (p, c) = (
-            e["prompt_tokens"].as_u64().unwrap(),
-            e["completion_tokens"].as_u64().unwrap(),
-        );
+        let (p, c) = (e["prompt_tokens"].as_u64().unwrap(), e["completion_tokens"].as_u64().unwrap());
         let mut want = if p + c == 0 && e["calls"].as_u64() > Some(0) {
             // No recorded call to take tokens from: unknown, not zero.
-            format!(
-                "Estimated cost: {} calls · tokens unknown until the tree has a recorded call",
-                e["calls"]
-            )
+            format!("Estimated cost: {} calls · tokens unknown until the tree has a recorded call", e["calls"])
         } else {
-            format!(
-                "Estimated cost: {} calls · {} tokens ({p} in, {c} out)",
-                e["calls"],
-                p + c
-            )
+            format!("Estimated cost: {} calls · {} tokens ({p} in, {c} out)", e["calls"], p + c)
         };
         if let Some(m) = e["money"].as_f64() {
             // Under a cent in four places, so that a small sum does not read as $0.00.
@@ -393,12 +337,8 @@ impl Browser {
                 .ok_or_else(|| format!("no toast names the runs {kids:?}"))
         })
         .await;
-        let (n, rest) = line
-            .split_once(" runs finished (")
-            .unwrap_or_else(|| panic!("{line:?}"));
-        let listed = rest
-            .strip_suffix(')')
-            .unwrap_or_else(|| panic!("the toast says more than its runs: {line:?}"));
+        let (n, rest) = line.split_once(" runs finished (").unwrap_or_else(|| panic!("{line:?}"));
+        let listed = rest.strip_suffix(')').unwrap_or_else(|| panic!("the toast says more than its runs: {line:?}"));
         let ids: Vec<u64> = listed.split(", ").map(|i| i.parse().unwrap()).collect();
         assert_eq!(n.parse::<usize>().unwrap(), ids.len(), "{line:?}");
         for k in kids {
@@ -416,9 +356,7 @@ impl Browser {
         self.select_and_check(t, x).await;
         self.compare_with(y).await;
         let lca = get_ok(&self.server, &format!("/devui/simtree/{t}/lca/{x}/{y}")).await["lca"].clone();
-        let summary = self
-            .wait_text("#compare-summary", &format!("{x} ↔ {y} · Common ancestor: {lca} · "))
-            .await;
+        let summary = self.wait_text("#compare-summary", &format!("{x} ↔ {y} · Common ancestor: {lca} · ")).await;
         self.shows("#compare-left-title", &format!("Node #{x}")).await;
         self.shows("#compare-right-title", &format!("Node #{y}")).await;
         let marked = self
@@ -448,11 +386,7 @@ impl Browser {
         self.open("/").await;
         let trees = get_ok(&self.server, "/devui/simtree").await;
         let tree = trees.as_array().unwrap().iter().find(|x| x["id"] == t).unwrap();
-        self.shows(
-            &format!("#tree-browser tr.tree-row[data-id='{t}'] .nodes"),
-            &tree["nodes"].to_string(),
-        )
-        .await;
+        self.shows(&format!("#tree-browser tr.tree-row[data-id='{t}'] .nodes"), &tree["nodes"].to_string()).await;
     }
 
     /// What the inspector, the trading view, its metrics and its trades show of node `n`.
@@ -476,27 +410,12 @@ impl Browser {
         let (st, bh) = (&m["strategy"], &m["buy_and_hold"]);
         let want = json!([
             ["", "strategy", "buy & hold"],
-            [
-                "total return (time-weighted)",
-                percent(&st["total_return"]),
-                percent(&bh["total_return"])
-            ],
-            [
-                "annualised",
-                percent(&st["annualised_return"]),
-                percent(&bh["annualised_return"])
-            ],
+            ["total return (time-weighted)", percent(&st["total_return"]), percent(&bh["total_return"])],
+            ["annualised", percent(&st["annualised_return"]), percent(&bh["annualised_return"])],
             ["volatility", percent(&st["volatility"]), percent(&bh["volatility"])],
             ["Sharpe", two(&st["sharpe"]), two(&bh["sharpe"])],
-            [
-                "max drawdown",
-                percent(&st["max_drawdown"]),
-                percent(&bh["max_drawdown"])
-            ],
-            [
-                "trades / rejected",
-                format!("{} / {}", m["num_trades"], m["rejected_decisions"])
-            ],
+            ["max drawdown", percent(&st["max_drawdown"]), percent(&bh["max_drawdown"])],
+            ["trades / rejected", format!("{} / {}", m["num_trades"], m["rejected_decisions"])],
         ]);
         let shown = self
             .js("return [...document.querySelectorAll('#trading-view table.metrics tr')].map(r => [...r.cells].map(c => c.textContent.trim()));")
@@ -523,10 +442,7 @@ impl Browser {
             .await;
         assert_eq!(shown, json!(trades), "the trades of node {n}");
         // The equity chart's last point, read out on hover: its date and both curves' values.
-        let (curve, hold) = (
-            v["equity_curve"].as_array().unwrap(),
-            v["buy_and_hold_curve"].as_array().unwrap(),
-        );
+        let (curve, hold) = (v["equity_curve"].as_array().unwrap(), v["buy_and_hold_curve"].as_array().unwrap());
         if let (Some(last), Some(held)) = (curve.last(), hold.last()) {
             let readout = self.last_readout("equity-chart").await;
             let (date, values) = readout.split_once(": ").unwrap();
@@ -536,12 +452,7 @@ impl Browser {
             same_number(strategy, last["value"].as_f64().unwrap(), &readout);
             let bh = parts.next().unwrap().strip_prefix("buy & hold ").unwrap();
             same_number(bh, held["value"].as_f64().unwrap(), &readout);
-            for t in v["trades"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|t| t["timestamp"] == last["date"])
-            {
+            for t in v["trades"].as_array().unwrap().iter().filter(|t| t["timestamp"] == last["date"]) {
                 let said = format!(
                     "{} {} {} {} @ ",
                     t["timestamp"].as_str().unwrap(),
@@ -549,15 +460,9 @@ impl Browser {
                     t["quantity"],
                     t["ticker"].as_str().unwrap()
                 );
-                let mark = parts
-                    .clone()
-                    .find(|p| p.starts_with(&said))
-                    .unwrap_or_else(|| panic!("{readout} lacks {said}"));
-                same_number(
-                    mark.strip_prefix(&said).unwrap(),
-                    t["price"].as_f64().unwrap(),
-                    &readout,
-                );
+                let mark =
+                    parts.clone().find(|p| p.starts_with(&said)).unwrap_or_else(|| panic!("{readout} lacks {said}"));
+                same_number(mark.strip_prefix(&said).unwrap(), t["price"].as_f64().unwrap(), &readout);
             }
         }
     }
@@ -565,10 +470,7 @@ impl Browser {
     /// The header's provenance line is the tree's, as `GET /devui/simtree/{t}` states it.
     pub async fn provenance_agrees(&self, t: u64) -> String {
         let info = get_ok(&self.server, &format!("/devui/simtree/{t}")).await;
-        let line = info["provenance"]["line"]
-            .as_str()
-            .expect("a provenance line")
-            .to_string();
+        let line = info["provenance"]["line"].as_str().expect("a provenance line").to_string();
         self.shows("#provenance", &line).await;
         line
     }
@@ -601,16 +503,10 @@ impl Browser {
     /// checks its table once every run is done ([`Browser::sweep_table_agrees`]).
     pub async fn sweep_table_agrees_after_start(&self, t: u64) -> Value {
         self.capture_requests().await;
-        let parent = self
-            .js("return document.querySelector('#stats span')?.textContent ?? null;")
-            .await;
-        let parent: u64 = parent
-            .as_str()
-            .and_then(|p| p.strip_prefix("Selected: ")?.parse().ok())
-            .expect("a node selected");
-        let body = self
-            .sent("/sweep?estimate=true", |b| b["parent"].as_u64() == Some(parent))
-            .await;
+        let parent = self.js("return document.querySelector('#stats span')?.textContent ?? null;").await;
+        let parent: u64 =
+            parent.as_str().and_then(|p| p.strip_prefix("Selected: ")?.parse().ok()).expect("a node selected");
+        let body = self.sent("/sweep?estimate=true", |b| b["parent"].as_u64() == Some(parent)).await;
         self.estimate_line_agrees("sweep-estimate", t, "sweep", &body).await;
         self.click("#sweep-start").await;
         self.sweep_table_agrees(t).await
@@ -624,8 +520,7 @@ impl Browser {
         let tables = get_ok(&self.server, &format!("/devui/simtree/{t}/sweep")).await;
         let table = tables.as_array().and_then(|l| l.last()).expect("a sweep").clone();
         let total = table["total"].as_u64().unwrap();
-        self.wait_text("#sweep-progress", &format!("{total}/{total} runs done"))
-            .await;
+        self.wait_text("#sweep-progress", &format!("{total}/{total} runs done")).await;
         let table = get_ok(&self.server, &format!("/devui/simtree/{t}/sweep")).await;
         let table = table.as_array().unwrap().last().unwrap().clone();
         let names: Vec<&String> = table["metrics"].as_object().unwrap().keys().collect();
@@ -647,12 +542,7 @@ impl Browser {
                 }
             })
             .await;
-            let axes: Vec<f64> = cell["cell"]
-                .as_object()
-                .unwrap()
-                .values()
-                .filter_map(Value::as_f64)
-                .collect();
+            let axes: Vec<f64> = cell["cell"].as_object().unwrap().values().filter_map(Value::as_f64).collect();
             numbers_agree(&row[0], &axes, &format!("cell {i}'s axis values"));
             for (k, name) in names.iter().enumerate() {
                 let m = &cell["metrics"][name.as_str()];
@@ -671,10 +561,7 @@ impl Browser {
                 if i as u64 == table["baseline"].as_u64().unwrap_or(0) {
                     assert_eq!(effect, "·", "{what}");
                 } else if let Some(d) = e["mean_diff"].as_f64() {
-                    match e["ci95"]
-                        .as_array()
-                        .map(|c| (c[0].as_f64().unwrap(), c[1].as_f64().unwrap()))
-                    {
+                    match e["ci95"].as_array().map(|c| (c[0].as_f64().unwrap(), c[1].as_f64().unwrap())) {
                         Some((lo, hi)) if effect.contains('[') => numbers_agree(effect, &[d, lo, hi], &what),
                         Some((_, hi)) => numbers_agree(effect, &[d, hi - d], &what),
                         None => numbers_agree(effect, &[d], &what),
@@ -684,10 +571,8 @@ impl Browser {
                 }
             }
             let children = cell["children"].as_array().unwrap().len() as f64;
-            let (pending, failed) = (
-                cell["pending"].as_u64().unwrap() as f64,
-                cell["failed"].as_array().map_or(0, Vec::len) as f64,
-            );
+            let (pending, failed) =
+                (cell["pending"].as_u64().unwrap() as f64, cell["failed"].as_array().map_or(0, Vec::len) as f64);
             let mut runs = vec![children - pending - failed, children];
             runs.extend([pending, failed].into_iter().filter(|&x| x > 0.0));
             runs.extend(cell["money"].as_f64());
@@ -731,9 +616,7 @@ impl Browser {
             self.server.post(&url, &body).await.1
         };
         let full = asked(None).await;
-        let cost = full["money"]
-            .as_f64()
-            .unwrap_or_else(|| panic!("a priced model's runs cost money: {full}"));
+        let cost = full["money"].as_f64().unwrap_or_else(|| panic!("a priced model's runs cost money: {full}"));
         let mut money = (cost * share * 10_000.0).ceil() / 10_000.0;
         self.set_input("#explore-money", &money.to_string()).await;
         let e = asked(Some(money)).await;
@@ -747,10 +630,7 @@ impl Browser {
         self.click("#explore-start").await;
         let table = self.explore_table_agrees(t).await;
         assert_eq!(table["budget"]["money"].as_f64(), Some(money), "{table}");
-        assert!(
-            table["money_used"].as_f64().is_some_and(|m| m > 0.0 && m <= money),
-            "within its money: {table}"
-        );
+        assert!(table["money_used"].as_f64().is_some_and(|m| m > 0.0 && m <= money), "within its money: {table}");
         table
     }
 
@@ -787,12 +667,7 @@ impl Browser {
                 .await;
             let row: Vec<String> = serde_json::from_value(row).unwrap();
             assert_eq!(row.len(), 4, "candidate {i}: {row:?}");
-            let point: Vec<f64> = c["point"]
-                .as_object()
-                .unwrap()
-                .values()
-                .filter_map(Value::as_f64)
-                .collect();
+            let point: Vec<f64> = c["point"].as_object().unwrap().values().filter_map(Value::as_f64).collect();
             numbers_agree(&row[0], &point, &format!("candidate {i}'s values"));
             let what = format!("candidate {i}'s mean");
             match (c["mean"].as_f64(), c["ci95"].as_array()) {
@@ -804,9 +679,7 @@ impl Browser {
             }
             let mut runs = vec![c["n"].as_f64().unwrap(), c["children"].as_array().unwrap().len() as f64];
             runs.extend(
-                [c["pending"].as_f64().unwrap(), c["failed"].as_f64().unwrap()]
-                    .into_iter()
-                    .filter(|&x| x > 0.0),
+                [c["pending"].as_f64().unwrap(), c["failed"].as_f64().unwrap()].into_iter().filter(|&x| x > 0.0),
             );
             numbers_agree(&row[2], &runs, &format!("candidate {i}'s runs"));
             let dropped: Vec<f64> = c["dropped_after"].as_f64().into_iter().collect();
@@ -815,12 +688,8 @@ impl Browser {
         match table["best"].as_object() {
             Some(best) => {
                 let line = self.text("#explore-best").await;
-                let mut want: Vec<f64> = best["point"]
-                    .as_object()
-                    .unwrap()
-                    .values()
-                    .filter_map(Value::as_f64)
-                    .collect();
+                let mut want: Vec<f64> =
+                    best["point"].as_object().unwrap().values().filter_map(Value::as_f64).collect();
                 want.push(best["mean"].as_f64().unwrap());
                 if let Some(ci) = best["ci95"].as_array() {
                     want.extend(ci.iter().filter_map(Value::as_f64));
@@ -849,17 +718,14 @@ impl Browser {
         self.shows("#node-figure", &format!("step {}", v["steps"])).await;
         let seed = get_ok(s, &format!("/devui/simtree/{t}/node/{n}/info")).await["seed"].clone();
         assert!(seed.is_u64(), "an ABM node's info has its seed");
-        self.shows("#abm-view > p", &format!("step {} · seed {seed}", v["steps"]))
-            .await;
+        self.shows("#abm-view > p", &format!("step {} · seed {seed}", v["steps"])).await;
         let logs = get_ok(s, &format!("/devui/simtree/{t}/node/{n}/logs")).await;
         let Some(last) = logs.as_array().unwrap().iter().rev().find(|e| e["type"] == "abm_step") else {
             return;
         };
         let readout = self.last_readout("abm-chart").await;
         let prefix = format!("step {}: ", last["data"]["step"]);
-        let values = readout
-            .strip_prefix(&prefix)
-            .unwrap_or_else(|| panic!("{readout:?}: not {prefix:?}"));
+        let values = readout.strip_prefix(&prefix).unwrap_or_else(|| panic!("{readout:?}: not {prefix:?}"));
         let mut checked = 0;
         for part in values.split(" · ") {
             let (label, shown) = part.rsplit_once(' ').unwrap();
@@ -876,16 +742,8 @@ impl Browser {
             same_number(shown, want, &readout);
             checked += 1;
         }
-        let numeric = last["data"]["values"]
-            .as_object()
-            .unwrap()
-            .values()
-            .filter(|x| x.is_number())
-            .count();
-        assert_eq!(
-            checked, numeric,
-            "every tracked number of the last step is read out: {readout}"
-        );
+        let numeric = last["data"]["values"].as_object().unwrap().values().filter(|x| x.is_number()).count();
+        assert_eq!(checked, numeric, "every tracked number of the last step is read out: {readout}");
     }
 }
 
@@ -953,11 +811,7 @@ pub fn numbers_in(text: &str) -> Vec<(f64, usize)> {
 /// The numbers written in `text` are `want`, one for one, each to the places it is written in.
 pub fn numbers_agree(text: &str, want: &[f64], what: &str) {
     let shown = numbers_in(text);
-    assert_eq!(
-        shown.len(),
-        want.len(),
-        "{what}: the page shows {text:?}, the API says {want:?}"
-    );
+    assert_eq!(shown.len(), want.len(), "{what}: the page shows {text:?}, the API says {want:?}");
     for ((s, places), w) in shown.iter().zip(want) {
         let ok = (s - w).abs() <= 0.5 * 10f64.powi(-(*places as i32)) + 1e-9;
         assert!(ok, "{what}: the page shows {text:?} ({s}), the API says {w}");
@@ -987,16 +841,8 @@ fn percent(v: &Value) -> String {
 
 /// A number the page shows is `want`: exactly when whole, else to the places it shows.
 pub fn same_number(shown: &str, want: f64, what: &str) {
-    let x: f64 = shown
-        .trim()
-        .replace(',', "")
-        .parse()
-        .unwrap_or_else(|_| panic!("{what}: {shown:?} is not a number"));
-    let ok = if want.fract() == 0.0 {
-        x == want
-    } else {
-        (x - want).abs() <= want.abs() * 0.005 + 0.005
-    };
+    let x: f64 = shown.trim().replace(',', "").parse().unwrap_or_else(|_| panic!("{what}: {shown:?} is not a number"));
+    let ok = if want.fract() == 0.0 { x == want } else { (x - want).abs() <= want.abs() * 0.005 + 0.005 };
     assert!(ok, "{what}: the page shows {shown}, the API says {want}");
 }
 
@@ -1073,10 +919,7 @@ mod tests {
         let check = |text: &str, want: &[(f64, usize)]| assert_eq!(numbers_in(text), want, "{text}");
         check("45.5 ± 3.54 (n=2)", &[(45.5, 1), (3.54, 2), (2.0, 0)]);
         check("+1,234.5 [-2, 3.25]", &[(1234.5, 1), (-2.0, 0), (3.25, 2)]);
-        check(
-            "done · round 2 · runs 6/6 · $0.0123",
-            &[(2.0, 0), (6.0, 0), (6.0, 0), (0.0123, 4)],
-        );
+        check("done · round 2 · runs 6/6 · $0.0123", &[(2.0, 0), (6.0, 0), (6.0, 0), (0.0123, 4)]);
         check("rate=0.3 · news=rain", &[(0.3, 1)]);
         check("−0.5 and x-1", &[(-0.5, 1), (1.0, 0)]);
         check("alive", &[]);

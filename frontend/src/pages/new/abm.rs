@@ -51,11 +51,7 @@ pub(super) fn AbmForm(doc: Doc) -> impl IntoView {
     let info = move || {
         doc.value.with(|d| {
             let title = d.pointer("/supportingInfo/title").and_then(Value::as_str)?.to_string();
-            let why = d
-                .pointer("/supportingInfo/explanation")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
+            let why = d.pointer("/supportingInfo/explanation").and_then(Value::as_str).unwrap_or_default().to_string();
             Some(view! { <div id="abm-info" class="note-plain"><strong>{title}</strong><p>{why}</p></div> })
         })
     };
@@ -170,9 +166,7 @@ fn write_model(
     prompt: String,
     last: Option<Value>,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = api::Result<Written>>>> {
-    Box::pin(async move {
-        Ok(api::abm_generate(&prompt, last.as_ref())
-            .await?
-            .map(|envelope| (envelope, String::new())))
-    })
+    Box::pin(
+        async move { Ok(api::abm_generate(&prompt, last.as_ref()).await?.map(|envelope| (envelope, String::new()))) },
+    )
 }

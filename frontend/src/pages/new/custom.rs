@@ -298,11 +298,9 @@ fn one_of(doc: Doc, ptr: String, table: &'static [(&'static str, Inner)]) -> Any
                 Inner::Text => text(doc, at, false),
                 Inner::Names => names(doc, at),
                 Inner::Number => number(doc, at),
-                Inner::Fields(fields) => fields
-                    .iter()
-                    .map(|f| text(doc, format!("{at}/{f}"), false))
-                    .collect_view()
-                    .into_any(),
+                Inner::Fields(fields) => {
+                    fields.iter().map(|f| text(doc, format!("{at}/{f}"), false)).collect_view().into_any()
+                }
             }
         }
     };

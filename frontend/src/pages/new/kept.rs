@@ -22,9 +22,7 @@ pub(super) struct Kept {
 impl Kept {
     /// The draft this tab kept, or an empty one.
     pub fn read() -> Kept {
-        api::session_get(KEY)
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or_default()
+        api::session_get(KEY).and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default()
     }
 
     pub fn write(&self) {

@@ -15,21 +15,12 @@ impl Origin {
     /// The scenario as just saved under `saved`: `document` is that version, and the versions
     /// kept are the earlier ones known of the same name with it.
     pub(super) fn saved(earlier: Option<Origin>, saved: &SavedRef, document: Value) -> Origin {
-        let mut versions = earlier
-            .filter(|o| o.id == saved.id)
-            .map(|o| o.versions)
-            .unwrap_or_default();
+        let mut versions = earlier.filter(|o| o.id == saved.id).map(|o| o.versions).unwrap_or_default();
         if !versions.contains(&saved.version) {
             versions.push(saved.version);
             versions.sort_unstable();
         }
-        Origin {
-            reference: saved.to_string(),
-            id: saved.id.clone(),
-            version: saved.version,
-            versions,
-            document,
-        }
+        Origin { reference: saved.to_string(), id: saved.id.clone(), version: saved.version, versions, document }
     }
 }
 

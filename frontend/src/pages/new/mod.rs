@@ -87,14 +87,7 @@ impl Doc {
 
     /// The class of the form field showing `ptr`: `invalid` while the last refusal names it.
     pub fn field_class(self, ptr: &str) -> &'static str {
-        if self
-            .refused
-            .with(|r| r.as_deref().is_some_and(|bad| draft::within(bad, ptr)))
-        {
-            "invalid"
-        } else {
-            ""
-        }
+        if self.refused.with(|r| r.as_deref().is_some_and(|bad| draft::within(bad, ptr))) { "invalid" } else { "" }
     }
 
     /// The whole document replaced (a generated model, a scenario started from).
@@ -186,22 +179,10 @@ pub(super) fn list_field(
     ptr: &'static str,
     lines: bool,
 ) -> impl IntoView {
-    let shown = move || {
-        doc.value.with(|d| {
-            if lines {
-                draft::lines_of(d, ptr)
-            } else {
-                draft::names_of(d, ptr)
-            }
-        })
-    };
+    let shown = move || doc.value.with(|d| if lines { draft::lines_of(d, ptr) } else { draft::names_of(d, ptr) });
     let write = move |ev: web_sys::Event| {
         let v = event_target_value(&ev);
-        let list = if lines {
-            draft::lines_value(&v)
-        } else {
-            draft::names_value(&v)
-        };
+        let list = if lines { draft::lines_value(&v) } else { draft::names_value(&v) };
         doc.edit(|d| set_at(d, ptr, Some(list)));
     };
     let control = if lines {
@@ -293,12 +274,7 @@ pub fn NewPage() -> impl IntoView {
     let origin = RwSignal::new(kept.origin);
     // Every edit is kept for the tab (another page, a reload).
     Effect::new(move |_| {
-        kept::Kept {
-            texts: docs.map(|d| Some(d.text.get())),
-            save_name: save_name.get(),
-            origin: origin.get(),
-        }
-        .write()
+        kept::Kept { texts: docs.map(|d| Some(d.text.get())), save_name: save_name.get(), origin: origin.get() }.write()
     });
     let start_from = move |id: String| {
         from_error.set(None);
@@ -325,10 +301,7 @@ pub fn NewPage() -> impl IntoView {
                         ScenarioOrigin::Saved => s.id,
                         ScenarioOrigin::Shipped => format!("{}_copy", s.id),
                     });
-                    ctx.navigate(Route::New {
-                        kind: Some(k),
-                        from: None,
-                    });
+                    ctx.navigate(Route::New { kind: Some(k), from: None });
                 }
                 Err(ApiError::Offline) => ctx.went_offline(),
                 Err(ApiError::NotFound(_)) => from_error.set(Some(ctx.tr("new.fromMissing").replace("{{id}}", &id))),
@@ -346,10 +319,7 @@ pub fn NewPage() -> impl IntoView {
                         let k = kind_of(&document).unwrap_or(info.kind);
                         origin.set(None);
                         doc_of(k).replace(document);
-                        ctx.navigate(Route::New {
-                            kind: Some(k),
-                            from: None,
-                        });
+                        ctx.navigate(Route::New { kind: Some(k), from: None });
                     }
                     None => start_from(match info.scenario_version {
                         Some(v) => format!("{}@{v}", info.scenario),
@@ -536,11 +506,7 @@ fn Actions(
     let blocked = move || doc.text_error.with(Option::is_some);
     // The library scenario the tree is made from: the one started from, while unedited.
     let from_library = move || {
-        origin.with(|o| {
-            o.as_ref()
-                .filter(|o| doc.value.with(|d| *d == o.document))
-                .map(|o| o.reference.clone())
-        })
+        origin.with(|o| o.as_ref().filter(|o| doc.value.with(|d| *d == o.document)).map(|o| o.reference.clone()))
     };
     let social = move || doc.value.with(|d| kind_of(d) == Some(SimKind::Social));
     let money_error = move || {
@@ -577,8 +543,7 @@ fn Actions(
                 }
                 Err(ApiError::Offline) => ctx.went_offline(),
                 Err(ApiError::Http(_, body) | ApiError::NotFound(body)) => {
-                    doc.refused
-                        .try_set(refusal_path(&body.detail).map(|p| draft::path_pointer(&p)));
+                    doc.refused.try_set(refusal_path(&body.detail).map(|p| draft::path_pointer(&p)));
                     create_error.try_set(Some(body.detail));
                 }
                 Err(e) => {
@@ -611,10 +576,8 @@ fn Actions(
             taken.try_set(false);
             match r {
                 Ok(s) => {
-                    let text = ctx
-                        .tr("new.saved")
-                        .replace("{{id}}", &s.id)
-                        .replace("{{version}}", &s.version.to_string());
+                    let text =
+                        ctx.tr("new.saved").replace("{{id}}", &s.id).replace("{{version}}", &s.version.to_string());
                     saved.try_set(Some(text));
                     // The editor now holds that version: its label, list and Create follow.
                     origin.try_update(|o| *o = Some(Origin::saved(o.take(), &s, document)));

@@ -41,11 +41,7 @@ pub(super) fn TradingForm(doc: Doc) -> impl IntoView {
     // The dataset the document trades on: its `episode.dataset`, else the shipped data.
     let current = move || {
         let named = doc.text("/episode/dataset");
-        datasets.with(|l| {
-            l.iter()
-                .find(|d| if named.is_empty() { d.read_only } else { d.name == named })
-                .cloned()
-        })
+        datasets.with(|l| l.iter().find(|d| if named.is_empty() { d.read_only } else { d.name == named }).cloned())
     };
     let tickers = move || current().map(|d| d.tickers).unwrap_or_default();
     let agent = move || doc.text("/episode/agent/kind");
@@ -196,11 +192,7 @@ fn CsvUpload(on_uploaded: Callback<String>) -> impl IntoView {
         if shown {
             return None;
         }
-        text.with(|t| {
-            t.as_deref()
-                .and_then(|t| text_line(t, line))
-                .map(|l| format!("{line}: {l}"))
-        })
+        text.with(|t| t.as_deref().and_then(|t| text_line(t, line)).map(|l| format!("{line}: {l}")))
     };
     view! {
         <div id="csv-upload" class="field">

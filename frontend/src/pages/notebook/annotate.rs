@@ -41,8 +41,7 @@ impl Form {
     }
 
     fn error(self, field: Field) -> Option<String> {
-        self.errors
-            .with(|e| e.iter().find(|(f, _)| *f == field).map(|(_, m)| m.clone()))
+        self.errors.with(|e| e.iter().find(|(f, _)| *f == field).map(|(_, m)| m.clone()))
     }
 
     fn set_error(self, field: Field, message: Option<String>) {
@@ -60,25 +59,13 @@ impl Form {
             (now != was.clone().unwrap_or_default()).then_some(now)
         };
         match field {
-            Field::Title => text(self.title, &stored.title).map(|t| NodePatch {
-                title: Some(t),
-                ..Default::default()
-            }),
-            Field::Note => text(self.note, &stored.note).map(|n| NodePatch {
-                note: Some(n),
-                ..Default::default()
-            }),
+            Field::Title => text(self.title, &stored.title).map(|t| NodePatch { title: Some(t), ..Default::default() }),
+            Field::Note => text(self.note, &stored.note).map(|n| NodePatch { note: Some(n), ..Default::default() }),
             Field::Tags => {
                 let tags = parse_tags(&self.tags.get_untracked());
-                (tags != stored.tags).then_some(NodePatch {
-                    tags: Some(tags),
-                    ..Default::default()
-                })
+                (tags != stored.tags).then_some(NodePatch { tags: Some(tags), ..Default::default() })
             }
-            Field::Star => Some(NodePatch {
-                starred: Some(!stored.starred),
-                ..Default::default()
-            }),
+            Field::Star => Some(NodePatch { starred: Some(!stored.starred), ..Default::default() }),
         }
     }
 }
@@ -133,16 +120,8 @@ pub fn NotePanel(tree: Tree) -> impl IntoView {
                 s.set(new);
             }
         };
-        keep(
-            form.title,
-            was.title.clone().unwrap_or_default(),
-            a.title.clone().unwrap_or_default(),
-        );
-        keep(
-            form.note,
-            was.note.clone().unwrap_or_default(),
-            a.note.clone().unwrap_or_default(),
-        );
+        keep(form.title, was.title.clone().unwrap_or_default(), a.title.clone().unwrap_or_default());
+        keep(form.note, was.note.clone().unwrap_or_default(), a.note.clone().unwrap_or_default());
         keep(form.tags, tags_text(&was.tags), tags_text(&a.tags));
         form.stored.set(a);
     });
@@ -175,10 +154,7 @@ pub fn NotePanel(tree: Tree) -> impl IntoView {
         });
     };
     let error = move |field: Field, id: &'static str| {
-        move || {
-            form.error(field)
-                .map(|e| view! { <p id=id class="error field-error">{e}</p> })
-        }
+        move || form.error(field).map(|e| view! { <p id=id class="error field-error">{e}</p> })
     };
     // A text field (the note's is several lines): typed into its signal, saved when committed,
     // its refusal under it as `#<id>-error`.

@@ -40,12 +40,9 @@ pub fn AskBox(tree: Signal<Option<u64>>, node: Signal<u64>, agent: Signal<String
         error.set(None);
     });
     let send = move || {
-        let (Some(t), n, who, q) = (
-            tree.get_untracked(),
-            node.get_untracked(),
-            agent.get_untracked(),
-            question.get_untracked(),
-        ) else {
+        let (Some(t), n, who, q) =
+            (tree.get_untracked(), node.get_untracked(), agent.get_untracked(), question.get_untracked())
+        else {
             return;
         };
         busy.set(true);

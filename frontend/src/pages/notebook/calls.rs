@@ -152,11 +152,8 @@ fn call_view(c: NodeCall) -> impl IntoView {
         ctx.tr("usage.tokens"),
         c.latency_ms
     );
-    let flags = [
-        (c.ask, "notebook.callAsk"),
-        (c.attempt > 1, "notebook.callRetry"),
-        (c.recorded, "notebook.callRecorded"),
-    ];
+    let flags =
+        [(c.ask, "notebook.callAsk"), (c.attempt > 1, "notebook.callRetry"), (c.recorded, "notebook.callRecorded")];
     let attempt = c.attempt;
     // The provider's HTTP retries (from the recording), apart from the attempts above.
     let retries = c.retries;

@@ -84,18 +84,9 @@ pub fn FindBar(tree: Tree) -> impl IntoView {
                 error.set(None);
                 let next = r.next;
                 found.update(|f| {
-                    let mut hits = if offset == 0 {
-                        Vec::new()
-                    } else {
-                        f.take().map(|f| f.hits).unwrap_or_default()
-                    };
+                    let mut hits = if offset == 0 { Vec::new() } else { f.take().map(|f| f.hits).unwrap_or_default() };
                     hits.extend(r.hits);
-                    *f = Some(Found {
-                        query: q.clone(),
-                        hits,
-                        total: r.total,
-                        next,
-                    });
+                    *f = Some(Found { query: q.clone(), hits, total: r.total, next });
                 });
                 tree.lit.set(nodes.get_untracked().into_iter().collect());
                 if offset == 0 && page == 0 {
@@ -144,10 +135,7 @@ pub fn FindBar(tree: Tree) -> impl IntoView {
     let count = move || {
         let f = found.get()?;
         let n = nodes.with(Vec::len);
-        let at = tree
-            .selected
-            .get()
-            .and_then(|s| nodes.with(|ns| ns.iter().position(|x| *x == s)));
+        let at = tree.selected.get().and_then(|s| nodes.with(|ns| ns.iter().position(|x| *x == s)));
         let at = at.map_or_else(|| "–".to_string(), |i| (i + 1).to_string());
         Some(if f.total == 0 {
             ctx.tr("notebook.noHits").to_string()

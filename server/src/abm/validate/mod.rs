@@ -89,18 +89,8 @@ pub fn validate(model: &AbmModel) -> Report {
 }
 
 /// Mesa's own attributes and methods on an agent (Mesa 3, plus what the runner adds).
-const AGENT_BUILTINS: &[&str] = &[
-    "model",
-    "pos",
-    "unique_id",
-    "random",
-    "rng",
-    "remove",
-    "agent_type",
-    "cell",
-    "step",
-    "advance",
-];
+const AGENT_BUILTINS: &[&str] =
+    &["model", "pos", "unique_id", "random", "rng", "remove", "agent_type", "cell", "step", "advance"];
 /// Attribute names an agent type may not declare (the runner refuses them).
 const RESERVED_AGENT_ATTRIBUTES: &[&str] = &["model", "unique_id", "random", "rng", "agent_type", "remove"];
 /// What model code may use on the model object (Mesa 3 API plus the runner's additions).
@@ -133,17 +123,7 @@ const MODEL_BUILTINS: &[&str] = &[
     "terminated",
 ];
 /// Parameter names the runner fills with a context object when a call lacks arguments.
-const CONTEXT_PARAMS: &[&str] = &[
-    "self",
-    "agent",
-    "a",
-    "model",
-    "m",
-    "env",
-    "environment",
-    "world",
-    "agents",
-];
+const CONTEXT_PARAMS: &[&str] = &["self", "agent", "a", "model", "m", "env", "environment", "world", "agents"];
 
 /// Where a value sits, for type checks and for resolving behaviors in calls.
 #[derive(Clone, Copy)]
@@ -195,10 +175,7 @@ impl<'a> Validator<'a> {
     /// The agent types as (name, path, definition), a list the checks can hold while they
     /// report.
     fn type_list(&self) -> Vec<(String, String, &'a AgentType)> {
-        self.types
-            .iter()
-            .map(|(n, t)| (n.clone(), t.path.clone(), t.def))
-            .collect()
+        self.types.iter().map(|(n, t)| (n.clone(), t.path.clone(), t.def)).collect()
     }
 
     fn error(&mut self, code: &'static str, path: impl Into<String>, message: impl Into<String>) {
@@ -210,12 +187,7 @@ impl<'a> Validator<'a> {
     }
 
     fn push(&mut self, severity: Severity, code: &'static str, path: String, message: String) {
-        let issue = Issue {
-            severity,
-            code: code.into(),
-            path,
-            message,
-        };
+        let issue = Issue { severity, code: code.into(), path, message };
         if !self.issues.contains(&issue) {
             self.issues.push(issue);
         }
@@ -266,9 +238,7 @@ impl<'a> Validator<'a> {
         for (i, f) in m.global_functions.items().iter().enumerate() {
             let path = format!("globalFunctions[{i}]");
             self.declare(&f.source_name, "globalFunction.", &path, &f.name);
-            self.functions
-                .entry(&f.name)
-                .or_insert((path.clone(), f.function_inputs.get().map(Vec::as_slice)));
+            self.functions.entry(&f.name).or_insert((path.clone(), f.function_inputs.get().map(Vec::as_slice)));
         }
         for (i, a) in m.environment.environment_attributes.items().iter().enumerate() {
             let path = format!("environment.environmentAttributes[{i}]");
@@ -293,27 +263,14 @@ impl<'a> Validator<'a> {
             };
             if let Some((_, other)) = self.types.iter().find(|(n, _)| *n == name) {
                 let other = other.path.clone();
-                self.error(
-                    "agent-type-name",
-                    &path,
-                    format!("agent type '{name}' is already defined at {other}"),
-                );
+                self.error("agent-type-name", &path, format!("agent type '{name}' is already defined at {other}"));
                 continue;
             }
-            let mut info = TypeInfo {
-                path: path.clone(),
-                def: t,
-                attributes: HashMap::new(),
-                behaviors: HashMap::new(),
-            };
+            let mut info =
+                TypeInfo { path: path.clone(), def: t, attributes: HashMap::new(), behaviors: HashMap::new() };
             for (k, a) in t.agent_attributes.iter().enumerate() {
                 let apath = format!("{path}.agentAttributes[{k}]");
-                self.declare(
-                    &a.source_name,
-                    &format!("agent.{name}.agentAttribute."),
-                    &apath,
-                    &a.name,
-                );
+                self.declare(&a.source_name, &format!("agent.{name}.agentAttribute."), &apath, &a.name);
                 if RESERVED_AGENT_ATTRIBUTES.contains(&a.name.as_str()) {
                     self.error(
                         "reserved-name",
@@ -345,21 +302,17 @@ impl<'a> Validator<'a> {
         match r {
             SourceRef::GlobalVariable(n) => self.globals.get(n.as_str()).map(|(p, t)| (p.clone(), Some(*t))),
             SourceRef::EnvironmentAttribute(n) => self.env_attrs.get(n.as_str()).map(|(p, t)| (p.clone(), Some(*t))),
-            SourceRef::AgentAttribute { agent, name } => self
-                .agent_type(agent)?
-                .attributes
-                .get(name.as_str())
-                .map(|(p, t)| (p.clone(), Some(*t))),
+            SourceRef::AgentAttribute { agent, name } => {
+                self.agent_type(agent)?.attributes.get(name.as_str()).map(|(p, t)| (p.clone(), Some(*t)))
+            }
             SourceRef::GlobalFunction(n) => self.functions.get(n.as_str()).map(|(p, _)| (p.clone(), None)),
             SourceRef::EnvironmentBehavior(n) => self.env_behaviors.get(n.as_str()).map(|p| (p.clone(), None)),
-            SourceRef::AgentBehavior { agent, name } => self
-                .agent_type(agent)?
-                .behaviors
-                .get(name.as_str())
-                .map(|p| (p.clone(), None)),
-            SourceRef::InitialCount { agent } => self
-                .agent_type(agent)
-                .map(|t| (format!("{}.initialCount", t.path), Some(VarType::Integer))),
+            SourceRef::AgentBehavior { agent, name } => {
+                self.agent_type(agent)?.behaviors.get(name.as_str()).map(|p| (p.clone(), None))
+            }
+            SourceRef::InitialCount { agent } => {
+                self.agent_type(agent).map(|t| (format!("{}.initialCount", t.path), Some(VarType::Integer)))
+            }
         }
     }
 
@@ -385,11 +338,7 @@ impl<'a> Validator<'a> {
                 }
                 _ => String::new(),
             };
-            self.error(
-                "unresolved-reference",
-                path,
-                format!("{} '{text}' is not declared{hint}", r.kind()),
-            );
+            self.error("unresolved-reference", path, format!("{} '{text}' is not declared{hint}", r.kind()));
             return None;
         }
         Some(r)
@@ -470,11 +419,7 @@ impl<'a> Validator<'a> {
             || matches!((ty, s), (VarType::Array | VarType::Object, Scalar::String(t))
                 if serde_json::from_str::<Value>(t).is_ok_and(|v| ty.admits(&v)));
         if !fits {
-            self.error(
-                "type-mismatch",
-                path,
-                format!("{} {s} does not fit the declared type {ty}", s.kind()),
-            );
+            self.error("type-mismatch", path, format!("{} {s} does not fit the declared type {ty}", s.kind()));
         }
     }
 
@@ -484,16 +429,11 @@ impl<'a> Validator<'a> {
         let inputs = match SourceRef::parse(name) {
             Some(SourceRef::GlobalFunction(n)) => self.functions.get(n.as_str()).map(|f| f.1),
             Some(SourceRef::EnvironmentBehavior(n)) => self.env_behaviors.get(n.as_str()).map(|_| None),
-            Some(SourceRef::AgentBehavior { agent, name }) => self
-                .agent_type(&agent)
-                .and_then(|t| t.behaviors.get(name.as_str()))
-                .map(|_| None),
+            Some(SourceRef::AgentBehavior { agent, name }) => {
+                self.agent_type(&agent).and_then(|t| t.behaviors.get(name.as_str())).map(|_| None)
+            }
             Some(_) => {
-                self.error(
-                    "type-mismatch",
-                    &fpath,
-                    format!("'{name}' names a variable, not a function"),
-                );
+                self.error("type-mismatch", &fpath, format!("'{name}' names a variable, not a function"));
                 return;
             }
             None => self.functions.get(name).map(|f| f.1).or_else(|| {
@@ -533,9 +473,7 @@ impl<'a> Validator<'a> {
         }
         if let Some(inputs) = inputs {
             let required = inputs.iter().filter(|i| !i.optional).count();
-            let takes_context = inputs
-                .first()
-                .is_some_and(|i| CONTEXT_PARAMS.contains(&i.name.as_str()));
+            let takes_context = inputs.first().is_some_and(|i| CONTEXT_PARAMS.contains(&i.name.as_str()));
             let given = c.args.len() + usize::from(takes_context && c.args.len() < required);
             if given > inputs.len() || given < required {
                 self.warn(
@@ -560,11 +498,7 @@ impl<'a> Validator<'a> {
         let mut counted = HashSet::new();
         for (i, item) in init.iter().enumerate() {
             let path = format!("scheduler.initialization.initializationOrder[{i}]");
-            self.order_number(
-                &item.order_in_initialization,
-                &format!("{path}.orderInInitialization"),
-                &mut orders,
-            );
+            self.order_number(&item.order_in_initialization, &format!("{path}.orderInInitialization"), &mut orders);
             let Some(r) = self.reference(&item.source_name, &format!("{path}.sourceName")) else {
                 continue;
             };
@@ -639,11 +573,9 @@ impl<'a> Validator<'a> {
     fn order_number(&mut self, n: &serde_json::Number, path: &str, seen: &mut BTreeSet<u64>) {
         match n.as_u64().filter(|&k| k >= 1) {
             None => self.error("type-mismatch", path, format!("must be a whole number ≥ 1, not {n}")),
-            Some(k) if !seen.insert(k) => self.warn(
-                "duplicate-order",
-                path,
-                format!("position {k} is used twice; ties run in list order"),
-            ),
+            Some(k) if !seen.insert(k) => {
+                self.warn("duplicate-order", path, format!("position {k} is used twice; ties run in list order"))
+            }
             _ => {}
         }
     }
@@ -662,21 +594,19 @@ impl<'a> Validator<'a> {
         }
         for (i, rule) in tc.termination_rules.items().iter().enumerate() {
             let path = format!("terminationCriteria.terminationRules[{i}]");
-            let declared = self
-                .reference(&rule.source_name, &format!("{path}.sourceName"))
-                .and_then(|r| match r {
-                    SourceRef::GlobalVariable(_)
-                    | SourceRef::EnvironmentAttribute(_)
-                    | SourceRef::AgentAttribute { .. } => self.resolve(&r).and_then(|x| x.1),
-                    other => {
-                        self.error(
-                            "type-mismatch",
-                            format!("{path}.sourceName"),
-                            format!("a {} cannot be watched; name a variable or attribute", other.kind()),
-                        );
-                        None
-                    }
-                });
+            let declared = self.reference(&rule.source_name, &format!("{path}.sourceName")).and_then(|r| match r {
+                SourceRef::GlobalVariable(_)
+                | SourceRef::EnvironmentAttribute(_)
+                | SourceRef::AgentAttribute { .. } => self.resolve(&r).and_then(|x| x.1),
+                other => {
+                    self.error(
+                        "type-mismatch",
+                        format!("{path}.sourceName"),
+                        format!("a {} cannot be watched; name a variable or attribute", other.kind()),
+                    );
+                    None
+                }
+            });
             let rule_type = match rule.value_type.as_str() {
                 "integer" => Some(VarType::Integer),
                 "float" => Some(VarType::Float),
@@ -703,12 +633,7 @@ impl<'a> Validator<'a> {
                     format!("is {t} but '{}' is declared {d}", rule.source_name),
                 );
             }
-            self.value(
-                &rule.value,
-                rule_type.or(declared),
-                Owner::Model,
-                &format!("{path}.value"),
-            );
+            self.value(&rule.value, rule_type.or(declared), Owner::Model, &format!("{path}.value"));
         }
         for (i, tv) in m.tracked_variables().iter().enumerate() {
             let path = format!("dataAnalytics.trackedVariables[{i}].sourceName");
@@ -739,12 +664,7 @@ impl<'a> Validator<'a> {
             blocks.push((format!("globalFunctions[{i}].code"), &f.code, &f.name, false));
         }
         for (i, b) in m.environment.environment_behaviors.items().iter().enumerate() {
-            blocks.push((
-                format!("environment.environmentBehaviors[{i}].code"),
-                &b.code,
-                &b.name,
-                true,
-            ));
+            blocks.push((format!("environment.environmentBehaviors[{i}].code"), &b.code, &b.name, true));
         }
         let types = self.type_list();
         for (_, path, t) in &types {
@@ -780,42 +700,25 @@ impl<'a> Validator<'a> {
                 |i: &str| i == "model" || self.env_attrs.contains_key(i) || self.env_behaviors.contains_key(i);
             let assigned = if *is_env { assigned_self(&clean) } else { HashSet::new() };
             let refs = [
-                (
-                    "globalVariable.",
-                    unknown("globalVariable.", &|i| self.globals.contains_key(i)),
-                ),
-                (
-                    "globalFunction.",
-                    unknown("globalFunction.", &|i| self.functions.contains_key(i)),
-                ),
+                ("globalVariable.", unknown("globalVariable.", &|i| self.globals.contains_key(i))),
+                ("globalFunction.", unknown("globalFunction.", &|i| self.functions.contains_key(i))),
                 ("model.", unknown("model.", &model)),
-                (
-                    "environment.",
-                    unknown("environment.", &|i| environment(i) || assigned_env.contains(i)),
-                ),
+                ("environment.", unknown("environment.", &|i| environment(i) || assigned_env.contains(i))),
                 (
                     "self.",
-                    if *is_env {
-                        unknown("self.", &|i| environment(i) || assigned.contains(i))
-                    } else {
-                        Vec::new()
-                    },
+                    if *is_env { unknown("self.", &|i| environment(i) || assigned.contains(i)) } else { Vec::new() },
                 ),
             ];
             for (prefix, found) in refs {
                 for (line, ident) in found {
                     let what = format!("line {line}: {prefix}{ident}");
                     match prefix {
-                        "globalVariable." => self.warn(
-                            "undeclared-variable",
-                            path,
-                            format!("{what} is not declared in globalVariables"),
-                        ),
-                        "globalFunction." => self.error(
-                            "unknown-function",
-                            path,
-                            format!("{what} is not defined in globalFunctions"),
-                        ),
+                        "globalVariable." => {
+                            self.warn("undeclared-variable", path, format!("{what} is not declared in globalVariables"))
+                        }
+                        "globalFunction." => {
+                            self.error("unknown-function", path, format!("{what} is not defined in globalFunctions"))
+                        }
                         "model." => self.warn(
                             "undeclared-variable",
                             path,
@@ -874,10 +777,7 @@ impl<'a> Validator<'a> {
             self.warn(
                 "not-runnable",
                 "codingLanguage",
-                format!(
-                    "simtree runs python models on Mesa; '{}' can be validated but not run",
-                    m.coding_language
-                ),
+                format!("simtree runs python models on Mesa; '{}' can be validated but not run", m.coding_language),
             );
             return false;
         }
@@ -886,10 +786,7 @@ impl<'a> Validator<'a> {
                 self.warn(
                     "not-runnable",
                     "abmLibrary.name",
-                    format!(
-                        "simtree runs models on Mesa; '{}' code can be validated but not run",
-                        lib.name
-                    ),
+                    format!("simtree runs models on Mesa; '{}' code can be validated but not run", lib.name),
                 );
                 false
             }
@@ -914,46 +811,19 @@ impl<'a> Validator<'a> {
                 "schedule.time",
                 "Mesa 3 has no model.schedule; use model.steps (the runner's shim keeps Mesa 2's numbering)",
             ),
-            (
-                "schedule.steps",
-                "Mesa 3 has no model.schedule; use model.steps (shimmed)",
-            ),
-            (
-                "schedule.agents",
-                "Mesa 3 has no model.schedule; use model.agents (shimmed)",
-            ),
-            (
-                "schedule.get_agent_count",
-                "Mesa 3 has no model.schedule; use len(model.agents) (shimmed)",
-            ),
-            (
-                "schedule.add(",
-                "Mesa 3 registers agents when they are created; schedule.add is a no-op in the shim",
-            ),
-            (
-                "schedule.remove(",
-                "Mesa 3 removes agents with agent.remove() (shimmed)",
-            ),
-            (
-                "mesa.time",
-                "mesa.time was removed in Mesa 3.1; the runner provides a stand-in",
-            ),
+            ("schedule.steps", "Mesa 3 has no model.schedule; use model.steps (shimmed)"),
+            ("schedule.agents", "Mesa 3 has no model.schedule; use model.agents (shimmed)"),
+            ("schedule.get_agent_count", "Mesa 3 has no model.schedule; use len(model.agents) (shimmed)"),
+            ("schedule.add(", "Mesa 3 registers agents when they are created; schedule.add is a no-op in the shim"),
+            ("schedule.remove(", "Mesa 3 removes agents with agent.remove() (shimmed)"),
+            ("mesa.time", "mesa.time was removed in Mesa 3.1; the runner provides a stand-in"),
             (
                 "RandomActivation",
                 "schedulers were removed in Mesa 3.1; use model.agents.shuffle_do (stand-in provided)",
             ),
-            (
-                "SimultaneousActivation",
-                "schedulers were removed in Mesa 3.1 (stand-in provided)",
-            ),
-            (
-                "StagedActivation",
-                "schedulers were removed in Mesa 3.1 (stand-in provided)",
-            ),
-            (
-                "next_id()",
-                "Mesa 3 assigns unique_id itself; model.next_id() is shimmed",
-            ),
+            ("SimultaneousActivation", "schedulers were removed in Mesa 3.1 (stand-in provided)"),
+            ("StagedActivation", "schedulers were removed in Mesa 3.1 (stand-in provided)"),
+            ("next_id()", "Mesa 3 assigns unique_id itself; model.next_id() is shimmed"),
             ("model.time", "Mesa 3.3 has no model.time; use model.steps (shimmed)"),
         ];
         const UNSHIMMED: &[(&str, &str)] = &[
@@ -976,20 +846,12 @@ impl<'a> Validator<'a> {
             }
         }
         if grid {
-            for call in [
-                ".get_neighbors(",
-                ".get_neighborhood(",
-                ".iter_neighbors(",
-                ".iter_neighborhood(",
-            ] {
+            for call in [".get_neighbors(", ".get_neighborhood(", ".iter_neighbors(", ".iter_neighborhood("] {
                 let mut from = 0;
                 while let Some(rel) = clean[from..].find(call) {
                     let open = from + rel + call.len();
                     let args = call_args(clean, open);
-                    let positional = args
-                        .split(',')
-                        .filter(|a| !a.contains('=') && !a.trim().is_empty())
-                        .count();
+                    let positional = args.split(',').filter(|a| !a.contains('=') && !a.trim().is_empty()).count();
                     if !args.contains("moore") && positional < 2 {
                         self.warn(
                             "mesa2-idiom",
@@ -1034,13 +896,7 @@ impl<'a> Validator<'a> {
             .schedule_order
             .iter()
             .map(|i| i.source_name.as_str())
-            .chain(
-                m.scheduler
-                    .initialization
-                    .initialization_order
-                    .iter()
-                    .map(|i| i.source_name.as_str()),
-            )
+            .chain(m.scheduler.initialization.initialization_order.iter().map(|i| i.source_name.as_str()))
             .collect();
         let values_json = serde_json::to_string(m).unwrap_or_default();
         let called = |name: &str| calls(&clean, name) || values_json.contains(&format!("\"function\":\"{name}\""));
@@ -1051,10 +907,7 @@ impl<'a> Validator<'a> {
                 if !scheduled.contains(b.source_name.as_str()) && !called(&b.name) {
                     unscheduled.push((
                         format!("{path}.sourceName"),
-                        format!(
-                            "{name}.{} never runs: it is not in the schedule and no code calls it",
-                            b.name
-                        ),
+                        format!("{name}.{} never runs: it is not in the schedule and no code calls it", b.name),
                     ));
                 }
                 if b.execution_mode != super::model::ExecutionMode::PerAgent {
@@ -1066,11 +919,7 @@ impl<'a> Validator<'a> {
             }
         }
         for (path, msg) in unscheduled {
-            let code = if path.ends_with("executionMode") {
-                "execution-mode"
-            } else {
-                "unscheduled"
-            };
+            let code = if path.ends_with("executionMode") { "execution-mode" } else { "unscheduled" };
             self.warn(code, path, msg);
         }
         for (i, b) in m.environment.environment_behaviors.items().iter().enumerate() {
@@ -1099,12 +948,9 @@ impl<'a> Validator<'a> {
     fn no_initial_seeding(&mut self) {
         let m = self.m;
         let init = &m.scheduler.initialization.initialization_order;
-        let seeding_step = init.iter().any(|i| {
-            matches!(
-                i.item_type,
-                InitializationType::GlobalFunction | InitializationType::AgentAttribute
-            )
-        });
+        let seeding_step = init
+            .iter()
+            .any(|i| matches!(i.item_type, InitializationType::GlobalFunction | InitializationType::AgentAttribute));
         if seeding_step {
             return;
         }
@@ -1118,10 +964,8 @@ impl<'a> Validator<'a> {
                 if SourceRef::looks_like(start) {
                     continue;
                 }
-                let waits_for: Vec<String> = compared_literals(&code, &a.name)
-                    .into_iter()
-                    .filter(|lit| lit != start)
-                    .collect();
+                let waits_for: Vec<String> =
+                    compared_literals(&code, &a.name).into_iter().filter(|lit| lit != start).collect();
                 if !waits_for.is_empty() {
                     found.push((
                         format!("{}.agentAttributes[{k}].initialValue", t.path),
@@ -1158,23 +1002,13 @@ fn compatible(want: VarType, got: VarType) -> bool {
 }
 
 fn json_name<T: Serialize>(v: &T) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
+    serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
 fn code_strings(m: &AbmModel) -> impl Iterator<Item = &str> {
     let globals = m.global_functions.items().iter().map(|f| f.code.as_str());
-    let env = m
-        .environment
-        .environment_behaviors
-        .items()
-        .iter()
-        .map(|b| b.code.as_str());
-    let agents = m
-        .agent_types()
-        .flat_map(|(_, t)| t.agent_behaviors.items().iter().map(|b| b.code.as_str()));
+    let env = m.environment.environment_behaviors.items().iter().map(|b| b.code.as_str());
+    let agents = m.agent_types().flat_map(|(_, t)| t.agent_behaviors.items().iter().map(|b| b.code.as_str()));
     globals.chain(env).chain(agents)
 }
 

@@ -67,10 +67,7 @@ pub(super) fn dotted(clean: &str, prefix: &str) -> Vec<(usize, String)> {
         if at > 0 && is_ident_byte(b[at - 1]) {
             continue;
         }
-        let end = b[from..]
-            .iter()
-            .position(|&c| !is_ident_byte(c))
-            .map_or(b.len(), |p| from + p);
+        let end = b[from..].iter().position(|&c| !is_ident_byte(c)).map_or(b.len(), |p| from + p);
         if end > from {
             out.push((at, clean[from..end].to_owned()));
         }
@@ -123,11 +120,9 @@ pub(super) fn assigned_self(clean: &str) -> HashSet<String> {
 }
 
 pub(super) fn defines_function(clean: &str, name: &str) -> bool {
-    clean.lines().any(|l| {
-        l.trim_start()
-            .strip_prefix("def ")
-            .is_some_and(|r| r.trim_start().starts_with(&format!("{name}(")))
-    })
+    clean
+        .lines()
+        .any(|l| l.trim_start().strip_prefix("def ").is_some_and(|r| r.trim_start().starts_with(&format!("{name}("))))
 }
 
 /// The argument text of a call whose `(` ends at `open`, up to the matching `)`.

@@ -18,9 +18,7 @@ fn report_of(v: Value) -> Report {
 }
 
 fn has(r: &Report, sev: Severity, code: &str, path: &str) -> bool {
-    r.issues
-        .iter()
-        .any(|i| i.severity == sev && i.code == code && i.path == path)
+    r.issues.iter().any(|i| i.severity == sev && i.code == code && i.path == path)
 }
 
 fn listing(r: &Report) -> String {
@@ -35,10 +33,7 @@ fn the_seed_example_has_two_real_reference_errors() {
         errors,
         vec![
             ("unknown-function", "model.agents[0][0].initialCount.function"),
-            (
-                "unresolved-reference",
-                "model.terminationCriteria.terminationRules[0].sourceName"
-            ),
+            ("unresolved-reference", "model.terminationCriteria.terminationRules[0].sourceName"),
         ],
         "{}",
         listing(&r)
@@ -53,12 +48,7 @@ fn the_seed_example_has_two_real_reference_errors() {
     assert!(has(&r, Severity::Warning, "mesa2-idiom", p0), "{text}");
     assert!(has(&r, Severity::Warning, "mesa2-idiom", p1), "{text}");
     assert!(
-        has(
-            &r,
-            Severity::Warning,
-            "no-initial-seeding",
-            "model.agents[0][0].agentAttributes[0].initialValue"
-        ),
+        has(&r, Severity::Warning, "no-initial-seeding", "model.agents[0][0].agentAttributes[0].initialValue"),
         "{text}"
     );
     assert!(text.contains("line 14: 'schedule.time'"), "{text}");
@@ -83,11 +73,7 @@ fn expect(edit: impl FnOnce(&mut Value), sev: Severity, code: &str, path: &str) 
     let mut v = seed_value();
     edit(&mut v);
     let r = report_of(v);
-    assert!(
-        has(&r, sev, code, path),
-        "expected {code} at {path}, got:\n{}",
-        listing(&r)
-    );
+    assert!(has(&r, sev, code, path), "expected {code} at {path}, got:\n{}", listing(&r));
     r
 }
 
@@ -172,11 +158,7 @@ fn seeding_through_an_initialization_function_silences_the_seeding_warning() {
         .unwrap()
         .push(json!({"sourceName": "globalFunction.seed", "type": "globalFunction", "orderInInitialization": 5}));
     let r = report_of(v);
-    assert!(
-        !r.issues.iter().any(|i| i.code == "no-initial-seeding"),
-        "{}",
-        listing(&r)
-    );
+    assert!(!r.issues.iter().any(|i| i.code == "no-initial-seeding"), "{}", listing(&r));
 }
 
 #[test]
@@ -188,9 +170,6 @@ fn strings_and_comments_are_not_scanned() {
     assert_eq!(found, vec!["real".to_owned()]);
     assert_eq!(line_of(code, clean.find("globalVariable.real").unwrap()), 6);
     assert!(find_word(&clean, "schedule.time").is_none());
-    assert_eq!(
-        compared_literals("if n.status == 'I' or 'R' != self.status:", "status"),
-        vec!["I", "R"]
-    );
+    assert_eq!(compared_literals("if n.status == 'I' or 'R' != self.status:", "status"), vec!["I", "R"]);
     assert!(is_assignment(" = 3", 0) && !is_assignment(" += 1", 0) && !is_assignment(" == 3", 0));
 }

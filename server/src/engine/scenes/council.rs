@@ -142,11 +142,7 @@ impl Council {
 
     /// The chair as the prose names them: "the Host" (upstream's words), else their name.
     fn the_chair(&self) -> String {
-        if is_host(&self.chair) {
-            "the Host".to_string()
-        } else {
-            self.chair.clone()
-        }
+        if is_host(&self.chair) { "the Host".to_string() } else { self.chair.clone() }
     }
 
     /// Upper-cased at the start of a sentence.
@@ -167,10 +163,7 @@ impl Council {
         if self.state.voting_started {
             let error = "Voting already started.";
             world.feedback(ctx.actor, error);
-            return Ok(Outcome::fail(
-                ActionResult::error(error),
-                format!("{name} failed to start voting"),
-            ));
+            return Ok(Outcome::fail(ActionResult::error(error), format!("{name} failed to start voting")));
         }
         let title = required(ctx.call, "title")?.trim().to_string();
         self.state.voting_started = true;
@@ -194,20 +187,14 @@ impl Council {
         if !self.state.voting_started {
             world.feedback(ctx.actor, "Voting has not started.");
             return Ok(Outcome::ok(
-                ActionResult::VotingNotStarted {
-                    started: false,
-                    members: members.len() as u64,
-                },
+                ActionResult::VotingNotStarted { started: false, members: members.len() as u64 },
                 "Voting not started",
                 false,
             ));
         }
         let (yes, no, abstain) = self.tally();
-        let pending_names: Vec<&str> = members
-            .iter()
-            .map(String::as_str)
-            .filter(|m| !self.state.votes.contains_key(*m))
-            .collect();
+        let pending_names: Vec<&str> =
+            members.iter().map(String::as_str).filter(|m| !self.state.votes.contains_key(*m)).collect();
         let pending = pending_names.len();
         let title = self.state.vote_title.as_deref();
         let mut pending_line = format!("- Pending: {pending}");
@@ -245,10 +232,7 @@ impl Council {
             let error = format!("Only {} can use request_brief.", self.the_chair());
             let error = error.as_str();
             world.feedback(ctx.actor, error);
-            return Ok(Outcome::fail(
-                ActionResult::error(error),
-                format!("{name} request_brief failed"),
-            ));
+            return Ok(Outcome::fail(ActionResult::error(error), format!("{name} request_brief failed")));
         }
         let desc = required(ctx.call, "desc")?;
         let answer = ctx.llm_reply.as_deref().unwrap_or("").trim();
@@ -258,11 +242,7 @@ impl Council {
             (answer.to_string(), BriefSource::Llm)
         };
         world.feedback(ctx.actor, &format!("Brief (private) on '{desc}':\n{material}"));
-        let brief = ActionResult::Brief {
-            desc: desc.to_string(),
-            material,
-            source,
-        };
+        let brief = ActionResult::Brief { desc: desc.to_string(), material, source };
         Ok(Outcome::ok(brief, format!("{name} requested a brief: {desc}"), false))
     }
 
@@ -278,12 +258,7 @@ impl Council {
         if self.state.votes.contains_key(&name) {
             return fail(world, "You have already voted.");
         }
-        let Some(ballot) = ctx
-            .call
-            .get("vote")
-            .and_then(Ballot::parse)
-            .filter(|_| name != self.chair)
-        else {
+        let Some(ballot) = ctx.call.get("vote").and_then(Ballot::parse).filter(|_| name != self.chair) else {
             return fail(world, "Invalid vote or role.");
         };
         let vote = ballot.as_str();
@@ -294,14 +269,7 @@ impl Council {
         if !comment.is_empty() {
             message.push_str(&format!(" Comment: {comment}"));
         }
-        self.deliver_message(
-            &SceneEvent::Message {
-                sender: name.clone(),
-                message,
-            },
-            ctx.actor,
-            world,
-        );
+        self.deliver_message(&SceneEvent::Message { sender: name.clone(), message }, ctx.actor, world);
 
         let members = self.members(world).len();
         if members > 0 && self.state.votes.len() >= members && !self.state.voting_completed_announced {
@@ -314,22 +282,14 @@ impl Council {
                     "Voting on '{title}' has concluded. It {verdict} with {yes} yes, {no} no, and {abstain} abstain."
                 ),
             );
-            self.state.past_votes.push(PastVote {
-                title,
-                yes,
-                no,
-                abstain,
-            });
+            self.state.past_votes.push(PastVote { title, yes, no, abstain });
             self.state.voting_started = false;
             self.state.voting_completed_announced = true;
             self.state.votes.clear();
             self.state.vote_title = Some(String::new());
         }
         Ok(Outcome::ok(
-            ActionResult::Voted {
-                vote: ballot,
-                comment: comment.to_string(),
-            },
+            ActionResult::Voted { vote: ballot, comment: comment.to_string() },
             format!("{name} voted {vote}"),
             true,
         ))
@@ -340,11 +300,7 @@ impl Council {
         self.state.complete = true;
         self.announce(world, "The council session is adjourned.".to_string());
         world.feedback(ctx.actor, "Meeting finished.");
-        Ok(Outcome::ok(
-            ActionResult::Done {},
-            format!("{name} finished the meeting"),
-            true,
-        ))
+        Ok(Outcome::ok(ActionResult::Done {}, format!("{name} finished the meeting"), true))
     }
 
     /// Counts of (yes, no, abstain) in the current round.
@@ -355,12 +311,7 @@ impl Council {
 
     /// Every agent that may vote (all but the chair), in agent order.
     fn members(&self, world: &World) -> Vec<String> {
-        world
-            .agents
-            .iter()
-            .filter(|a| a.name != self.chair)
-            .map(|a| a.name.clone())
-            .collect()
+        world.agents.iter().filter(|a| a.name != self.chair).map(|a| a.name.clone()).collect()
     }
 }
 
@@ -408,10 +359,7 @@ impl SceneRules for Council {
             return None;
         }
         let desc = ctx.call.get("desc")?;
-        Some(vec![
-            Message::new(Role::System, BRIEF_SYSTEM),
-            Message::new(Role::User, brief_user_prompt(desc)),
-        ])
+        Some(vec![Message::new(Role::System, BRIEF_SYSTEM), Message::new(Role::User, brief_user_prompt(desc))])
     }
 }
 
@@ -473,9 +421,7 @@ mod tests {
         let mut agents = vec![chair];
         agents.extend(MEMBERS.iter().map(|n| Agent::new(*n, vec![ActionKind::Vote])));
         let sim = Simulator::in_order(agents, Scene::Council(council))?;
-        let Scene::Council(council) = sim.scene else {
-            unreachable!()
-        };
+        let Scene::Council(council) = sim.scene else { unreachable!() };
         let mut world = sim.world;
         world.pending.clear();
         Ok((council, world))
@@ -501,37 +447,17 @@ mod tests {
     fn a_document_names_its_chair_who_opens_the_vote_never_votes_and_is_named_in_the_prose() {
         let (mut c, mut w) = chaired("Foreperson").unwrap();
         let text = c.text();
-        assert!(
-            text.description.contains("while Foreperson chairs the session"),
-            "{}",
-            text.description
-        );
-        assert!(
-            text.guidelines.contains("before Foreperson has explicitly opened"),
-            "{}",
-            text.guidelines
-        );
+        assert!(text.description.contains("while Foreperson chairs the session"), "{}", text.description);
+        assert!(text.guidelines.contains("before Foreperson has explicitly opened"), "{}", text.guidelines);
         assert!(!text.description.contains("Host") && !text.guidelines.contains("Host"));
-        let o = act(
-            &mut c,
-            &mut w,
-            "Foreperson",
-            ActionCall::new("start_voting").with("title", "Guilty?"),
-        )
-        .unwrap();
+        let o = act(&mut c, &mut w, "Foreperson", ActionCall::new("start_voting").with("title", "Guilty?")).unwrap();
         assert!(o.success);
         assert_eq!(
             drain(&mut w).1,
             ["Public Event: Foreperson has initiated the voting round: Guilty?. Please cast your votes now."]
         );
         // The chair does not vote, and the round ends when the three members have.
-        let refused = act(
-            &mut c,
-            &mut w,
-            "Foreperson",
-            ActionCall::new("vote").with("vote", "yes"),
-        )
-        .unwrap();
+        let refused = act(&mut c, &mut w, "Foreperson", ActionCall::new("vote").with("vote", "yes")).unwrap();
         assert!(!refused.success);
         for m in MEMBERS {
             act(&mut c, &mut w, m, ActionCall::new("vote").with("vote", "no")).unwrap();
@@ -539,17 +465,8 @@ mod tests {
         assert_eq!(c.state.past_votes.len(), 1, "{:?}", c.state);
         drain(&mut w);
         // Only the chair may ask for a brief; the refusal names them.
-        act(
-            &mut c,
-            &mut w,
-            "Rep. A",
-            ActionCall::new("request_brief").with("desc", "x"),
-        )
-        .unwrap();
-        assert_eq!(
-            said_to(&drain(&mut w).0, "Rep. A"),
-            ["Only Foreperson can use request_brief."]
-        );
+        act(&mut c, &mut w, "Rep. A", ActionCall::new("request_brief").with("desc", "x")).unwrap();
+        assert_eq!(said_to(&drain(&mut w).0, "Rep. A"), ["Only Foreperson can use request_brief."]);
         // Stored with its chair; a stored council without one is chaired by the Host.
         let stored = serde_json::to_value(&c).unwrap();
         assert_eq!(stored["chair"], "Foreperson");
@@ -562,13 +479,8 @@ mod tests {
 
     #[test]
     fn a_chair_who_is_not_an_agent_is_refused() {
-        let Err(e) = chaired("Judge") else {
-            panic!("a chair who is not an agent was accepted")
-        };
-        assert_eq!(
-            e.to_string(),
-            "scene.config.chair: 'Judge' is not an agent of this scene"
-        );
+        let Err(e) = chaired("Judge") else { panic!("a chair who is not an agent was accepted") };
+        assert_eq!(e.to_string(), "scene.config.chair: 'Judge' is not an agent of this scene");
     }
 
     /// Feedback lines each agent received since the last call, plus the queued broadcast texts.
@@ -590,11 +502,7 @@ mod tests {
     }
 
     fn said_to(deltas: &[(String, String)], agent: &str) -> Vec<String> {
-        deltas
-            .iter()
-            .filter(|(a, _)| a == agent)
-            .map(|(_, c)| c.clone())
-            .collect()
+        deltas.iter().filter(|(a, _)| a == agent).map(|(_, c)| c.clone()).collect()
     }
 
     fn start(c: &mut Council, w: &mut World, title: &str) -> Outcome {
@@ -650,14 +558,7 @@ mod tests {
         assert_eq!(c.state.vote_title.as_deref(), Some("Congestion pilot"));
 
         let again = ActionCall::new("start_voting").with("title", "Other");
-        refused(
-            &mut c,
-            &mut w,
-            HOST,
-            again,
-            "Host failed to start voting",
-            "Voting already started.",
-        );
+        refused(&mut c, &mut w, HOST, again, "Host failed to start voting", "Voting already started.");
         assert_eq!(c.state.vote_title.as_deref(), Some("Congestion pilot"));
     }
 
@@ -690,10 +591,7 @@ mod tests {
             json!({"started": true, "members": 3, "yes": 0, "no": 1, "abstain": 0, "pending": 2,
                    "pending_names": ["Rep. A", "Rep. C"], "title": "Pilot"})
         );
-        assert_eq!(
-            o.summary.as_deref(),
-            Some("Voting status on 'Pilot': yes 0, no 1, abstain 0, pending 2")
-        );
+        assert_eq!(o.summary.as_deref(), Some("Voting status on 'Pilot': yes 0, no 1, abstain 0, pending 2"));
 
         vote(&mut c, &mut w, "Rep. A", "yes");
         drain(&mut w);
@@ -709,11 +607,7 @@ mod tests {
     #[test]
     fn vote_validation() {
         let (mut c, mut w) = setup();
-        bad_votes(
-            &mut c,
-            &mut w,
-            &[("Rep. A", Some("yes"), "Voting has not started yet.")],
-        );
+        bad_votes(&mut c, &mut w, &[("Rep. A", Some("yes"), "Voting has not started yet.")]);
 
         start(&mut c, &mut w, "Pilot");
         drain(&mut w);
@@ -728,25 +622,14 @@ mod tests {
         bad_votes(&mut c, &mut w, &rows);
         assert!(c.state.votes.is_empty());
 
-        let o = act(
-            &mut c,
-            &mut w,
-            "Rep. A",
-            ActionCall::new("vote").with("vote", "yes").with("comment", "Good plan"),
-        )
-        .unwrap();
+        let o = act(&mut c, &mut w, "Rep. A", ActionCall::new("vote").with("vote", "yes").with("comment", "Good plan"))
+            .unwrap();
         assert!(o.success && o.pass_control);
         assert_eq!(o.result_json(), json!({"vote": "yes", "comment": "Good plan"}));
         assert_eq!(o.summary.as_deref(), Some("Rep. A voted yes"));
         let (d, b) = drain(&mut w);
-        assert_eq!(
-            said_to(&d, "Rep. A"),
-            ["[18:00] [Message] Rep. A: I vote yes on 'Pilot'. Comment: Good plan"]
-        );
-        assert_eq!(
-            said_to(&d, "Rep. B"),
-            ["[18:00] [Message] Rep. A: I vote yes on 'Pilot'. Comment: Good plan"]
-        );
+        assert_eq!(said_to(&d, "Rep. A"), ["[18:00] [Message] Rep. A: I vote yes on 'Pilot'. Comment: Good plan"]);
+        assert_eq!(said_to(&d, "Rep. B"), ["[18:00] [Message] Rep. A: I vote yes on 'Pilot'. Comment: Good plan"]);
         assert_eq!(b, ["[Message] Rep. A: I vote yes on 'Pilot'. Comment: Good plan"]);
 
         bad_votes(&mut c, &mut w, &[("Rep. A", Some("no"), "You have already voted.")]);
@@ -777,15 +660,7 @@ mod tests {
                 "[18:00] Public Event: Voting on 'Pilot' has concluded. It passed with 2 yes, 0 no, and 1 abstain."
             ]
         );
-        assert_eq!(
-            c.state.past_votes,
-            [PastVote {
-                title: "Pilot".into(),
-                yes: 2,
-                no: 0,
-                abstain: 1
-            }]
-        );
+        assert_eq!(c.state.past_votes, [PastVote { title: "Pilot".into(), yes: 2, no: 0, abstain: 1 }]);
         assert!(!c.state.voting_started && c.state.voting_completed_announced);
         assert!(c.state.votes.is_empty());
         assert_eq!(c.state.vote_title.as_deref(), Some(""));
@@ -811,15 +686,7 @@ mod tests {
             vote(&mut c, &mut w, m, "no");
         }
         assert_eq!(c.state.past_votes.len(), 2);
-        assert_eq!(
-            c.state.past_votes[1],
-            PastVote {
-                title: "Again".into(),
-                yes: 0,
-                no: 3,
-                abstain: 0
-            }
-        );
+        assert_eq!(c.state.past_votes[1], PastVote { title: "Again".into(), yes: 0, no: 3, abstain: 0 });
         // Voting is closed again.
         assert_eq!(
             vote(&mut c, &mut w, "Rep. A", "yes").result_json(),
@@ -832,23 +699,13 @@ mod tests {
         let (mut c, mut w) = setup();
         let call = ActionCall::new("request_brief").with("desc", "pilot costs");
         let member = w.agent_index("Rep. A").unwrap();
-        let ctx = ActionCtx {
-            call: &call,
-            kind: ActionKind::RequestBrief,
-            actor: member,
-            llm_reply: None,
-        };
+        let ctx = ActionCtx { call: &call, kind: ActionKind::RequestBrief, actor: member, llm_reply: None };
         assert!(c.llm_request(&ctx, &w).is_none(), "no LLM call for members");
         let (summary, told) = ("Rep. A request_brief failed", "Only the Host can use request_brief.");
         refused(&mut c, &mut w, "Rep. A", call.clone(), summary, told);
 
         let host = w.agent_index(HOST).unwrap();
-        let mut ctx = ActionCtx {
-            call: &call,
-            kind: ActionKind::RequestBrief,
-            actor: host,
-            llm_reply: None,
-        };
+        let mut ctx = ActionCtx { call: &call, kind: ActionKind::RequestBrief, actor: host, llm_reply: None };
         let req = c.llm_request(&ctx, &w).unwrap();
         assert_eq!(req.len(), 2);
         assert_eq!((req[0].role, req[1].role), (Role::System, Role::User));
@@ -871,10 +728,7 @@ mod tests {
         assert_eq!(o.summary.as_deref(), Some("Host requested a brief: pilot costs"));
         let (d, b) = drain(&mut w);
         assert!(b.is_empty(), "a brief is private");
-        assert_eq!(
-            said_to(&d, HOST),
-            [format!("Brief (private) on 'pilot costs':\n{material}")]
-        );
+        assert_eq!(said_to(&d, HOST), [format!("Brief (private) on 'pilot costs':\n{material}")]);
 
         ctx.llm_reply = Some("\n- Fact one\n- Fact two \n".into());
         let o = c.handle(&ctx, &mut w).unwrap();
@@ -882,18 +736,10 @@ mod tests {
             o.result_json(),
             json!({"desc": "pilot costs", "material": "- Fact one\n- Fact two", "source": "llm"})
         );
-        assert_eq!(
-            said_to(&drain(&mut w).0, HOST),
-            ["Brief (private) on 'pilot costs':\n- Fact one\n- Fact two"]
-        );
+        assert_eq!(said_to(&drain(&mut w).0, HOST), ["Brief (private) on 'pilot costs':\n- Fact one\n- Fact two"]);
 
         let bare = ActionCall::new("request_brief");
-        let ctx = ActionCtx {
-            call: &bare,
-            kind: ActionKind::RequestBrief,
-            actor: host,
-            llm_reply: None,
-        };
+        let ctx = ActionCtx { call: &bare, kind: ActionKind::RequestBrief, actor: host, llm_reply: None };
         assert!(c.llm_request(&ctx, &w).is_none());
         assert!(c.handle(&ctx, &mut w).is_err(), "desc is required");
     }
@@ -924,10 +770,7 @@ mod tests {
         let (r, events) = sim.run_blocking(1, &Script);
         r.unwrap();
         let end = events.iter().find(|e| e.kind == EventType::ActionEnd).unwrap();
-        assert_eq!(
-            end.data["result"],
-            json!({"desc": "costs", "material": "- Costs fell in Oslo.", "source": "llm"})
-        );
+        assert_eq!(end.data["result"], json!({"desc": "costs", "material": "- Costs fell in Oslo.", "source": "llm"}));
     }
 
     #[test]
@@ -942,15 +785,9 @@ mod tests {
         assert_eq!(b, ["Public Event: The council session is adjourned."]);
         assert_eq!(
             said_to(&d, "Rep. B"),
-            [
-                "[18:00] Public Event: The council session is adjourned.",
-                "Meeting finished."
-            ]
+            ["[18:00] Public Event: The council session is adjourned.", "Meeting finished."]
         );
-        assert_eq!(
-            said_to(&d, HOST),
-            ["[18:00] Public Event: The council session is adjourned."]
-        );
+        assert_eq!(said_to(&d, HOST), ["[18:00] Public Event: The council session is adjourned."]);
         assert!(c.is_complete());
         // A clone goes through JSON (SimTree export/import, patch_state) and keeps the flag.
         let scene: Scene = serde_json::from_value(serde_json::to_value(Scene::Council(c)).unwrap()).unwrap();
@@ -994,26 +831,14 @@ mod tests {
         let keys: Vec<&str> = json["state"].as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(
             keys,
-            [
-                "time",
-                "votes",
-                "voting_started",
-                "voting_completed_announced",
-                "vote_title",
-                "past_votes",
-                "complete"
-            ]
+            ["time", "votes", "voting_started", "voting_completed_announced", "vote_title", "past_votes", "complete"]
         );
         let back: Scene = serde_json::from_value(json.clone()).unwrap();
         assert_eq!(serde_json::to_value(&back).unwrap(), json);
         let patch = json!({"votes": {}, "past_votes": [{"title": "t", "yes": 1, "no": 0, "abstain": 0}]});
         scene.patch_state(patch.as_object().unwrap()).unwrap();
         assert_eq!(scene.state_json()["votes"], json!({}));
-        assert!(
-            scene
-                .patch_state(json!({"voting_started": "yes"}).as_object().unwrap())
-                .is_err()
-        );
+        assert!(scene.patch_state(json!({"voting_started": "yes"}).as_object().unwrap()).is_err());
     }
 
     #[test]
@@ -1021,10 +846,7 @@ mod tests {
         let c = Council::new("c".into(), "x".into(), Config::default());
         let t = c.text();
         assert!(t.guidelines.starts_with(simple_chat::GUIDELINES));
-        assert_eq!(
-            t.guidelines.lines().count(),
-            simple_chat::GUIDELINES.lines().count() + 3
-        );
+        assert_eq!(t.guidelines.lines().count(), simple_chat::GUIDELINES.lines().count() + 3);
         assert!(t.guidelines.contains("vote"));
         assert!(t.description.starts_with(simple_chat::DESCRIPTION));
         let desc = t.description.to_lowercase();
@@ -1052,37 +874,14 @@ mod tests {
         assert_eq!(s.default_turns, 120);
         let sim = s.build(None).unwrap();
         let names = sim.world.names();
-        assert_eq!(
-            names,
-            [
-                "Host",
-                "Rep. Chen Wei",
-                "Rep. Li Na",
-                "Rep. Zhang Rui",
-                "Rep. Wang Mei",
-                "Rep. Qiao Jun"
-            ]
-        );
+        assert_eq!(names, ["Host", "Rep. Chen Wei", "Rep. Li Na", "Rep. Zhang Rui", "Rep. Wang Mei", "Rep. Qiao Jun"]);
         use ActionKind::*;
         assert_eq!(
             sim.world.agents[0].action_space,
-            [
-                StartVoting,
-                FinishMeeting,
-                RequestBrief,
-                SendMessage,
-                Yield,
-                VotingStatus
-            ]
+            [StartVoting, FinishMeeting, RequestBrief, SendMessage, Yield, VotingStatus]
         );
-        assert_eq!(
-            sim.world.agents[1].action_space,
-            [Vote, SendMessage, Yield, VotingStatus]
-        );
-        assert_eq!(
-            sim.world.agents[5].action_space,
-            [SendMessage, Yield, Vote, VotingStatus]
-        );
+        assert_eq!(sim.world.agents[1].action_space, [Vote, SendMessage, Yield, VotingStatus]);
+        assert_eq!(sim.world.agents[5].action_space, [SendMessage, Yield, Vote, VotingStatus]);
         let first = sim.world.agents[0].short_memory.first().unwrap().content.to_string();
         assert!(first.starts_with(
             "[18:00] Public Event: The chamber will now consider the following draft for debate and vote:\n"

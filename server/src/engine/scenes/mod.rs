@@ -174,13 +174,8 @@ impl<T: SceneRules + ?Sized> SharedActionScene for T {
 }
 
 /// Every action's prompt text: the shared actions', then each scene's.
-const CATALOGUE: [&[(ActionKind, ActionSpec)]; 5] = [
-    SHARED_ACTIONS,
-    council::ACTIONS,
-    landlord::ACTIONS,
-    village::ACTIONS,
-    werewolf::ACTIONS,
-];
+const CATALOGUE: [&[(ActionKind, ActionSpec)]; 5] =
+    [SHARED_ACTIONS, council::ACTIONS, landlord::ACTIONS, village::ACTIONS, werewolf::ACTIONS];
 
 /// An action's default prompt text, from the catalogue of the shared and the scenes' actions.
 pub(crate) fn action_spec(kind: ActionKind) -> &'static ActionSpec {
@@ -326,10 +321,7 @@ impl Scene {
             .ok_or_else(|| SceneError::Unpatchable("scene has no state".into()))?;
         for (k, v) in updates {
             if !state.contains_key(k) {
-                return Err(SceneError::UnknownStateKey {
-                    key: k.clone(),
-                    known: state.keys().cloned().collect(),
-                });
+                return Err(SceneError::UnknownStateKey { key: k.clone(), known: state.keys().cloned().collect() });
             }
             state.insert(k.clone(), v.clone());
         }
@@ -348,15 +340,7 @@ pub(crate) fn act_as<S: SceneRules + ?Sized>(
 ) -> Handled {
     let kind = ActionKind::from_name(&call.name).expect("a registered action");
     let actor = world.agent_index(actor).expect("an agent of the test world");
-    scene.handle(
-        &ActionCtx {
-            call,
-            kind,
-            actor,
-            llm_reply: None,
-        },
-        world,
-    )
+    scene.handle(&ActionCtx { call, kind, actor, llm_reply: None }, world)
 }
 
 /// Tests: what a scene must answer to an action it refuses (see [`check_refusal`]).
@@ -374,11 +358,7 @@ pub(crate) struct Refused<'a> {
 impl<'a> Refused<'a> {
     /// The usual refusal, whose result is its error code alone.
     pub(crate) fn error(error: &str, summary: &'a str, told: &'a str) -> Refused<'a> {
-        Refused {
-            result: serde_json::json!({ "error": error }),
-            summary,
-            told,
-        }
+        Refused { result: serde_json::json!({ "error": error }), summary, told }
     }
 }
 
@@ -399,12 +379,7 @@ pub(crate) fn check_refusal<S: SceneRules + Serialize + ?Sized>(
     let before = (serde_json::to_value(&*scene).unwrap(), world.pending.len());
     let outcome = act_as(scene, world, actor, call).unwrap_or_else(|e| panic!("{row}: {e}"));
     assert_eq!(
-        (
-            outcome.success,
-            outcome.pass_control,
-            outcome.summary.as_deref(),
-            outcome.result_json()
-        ),
+        (outcome.success, outcome.pass_control, outcome.summary.as_deref(), outcome.result_json()),
         (false, false, Some(expected.summary), expected.result),
         "{row}: (success, pass_control, summary, result)"
     );
@@ -412,12 +387,7 @@ pub(crate) fn check_refusal<S: SceneRules + Serialize + ?Sized>(
         .take_out()
         .into_iter()
         .filter(|e| e.kind == EventType::AgentCtxDelta)
-        .map(|e| {
-            (
-                e.data["agent"].to_string(),
-                e.data["content"].as_str().unwrap_or_default().to_string(),
-            )
-        })
+        .map(|e| (e.data["agent"].to_string(), e.data["content"].as_str().unwrap_or_default().to_string()))
         .collect();
     let want = (Value::from(actor).to_string(), expected.told.to_string());
     assert_eq!(told, [want], "{row}: who was told what");
@@ -455,10 +425,7 @@ mod testing {
         let report = report.unwrap();
         assert_eq!(report.turns, turns);
         assert!(!report.complete);
-        assert!(
-            events.iter().all(|e| e.kind != EventType::AgentError),
-            "no agent errors"
-        );
+        assert!(events.iter().all(|e| e.kind != EventType::AgentError), "no agent errors");
         (sim, events)
     }
 
@@ -480,17 +447,10 @@ mod testing {
 
 /// Deserialises a scene config, naming the offending field on error.
 pub(crate) fn parse_config<T: DeserializeOwned>(config: Value) -> Result<T, SceneError> {
-    let config = if config.is_null() {
-        Value::Object(Map::new())
-    } else {
-        config
-    };
+    let config = if config.is_null() { Value::Object(Map::new()) } else { config };
     serde_path_to_error::deserialize(config).map_err(|e| {
         let path = e.path().to_string();
-        SceneError::Config {
-            path: (path != ".").then_some(path),
-            message: e.inner().to_string(),
-        }
+        SceneError::Config { path: (path != ".").then_some(path), message: e.inner().to_string() }
     })
 }
 
@@ -527,11 +487,7 @@ mod tests {
             assert!(!info.summary.is_empty(), "{}", info.kind);
             if info.kind == SceneKind::Custom {
                 let names: Vec<_> = info.actions.iter().map(|a| a.name).collect();
-                assert_eq!(
-                    names,
-                    [ActionKind::Yield],
-                    "a custom scene's actions are its document's"
-                );
+                assert_eq!(names, [ActionKind::Yield], "a custom scene's actions are its document's");
                 continue;
             }
             let scene = Scene::build(info.kind, String::new(), String::new(), Value::Null).unwrap();

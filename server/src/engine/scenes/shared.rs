@@ -32,56 +32,33 @@ pub(crate) fn handle_common<S: SharedActionScene + ?Sized>(
     let name = world.agents[ctx.actor].name.clone();
     let time = Some(scene.time());
     match ctx.kind {
-        ActionKind::Yield => Ok(Outcome::ok(
-            ActionResult::Done {},
-            format!("{name} yielded the floor"),
-            true,
-        )),
+        ActionKind::Yield => Ok(Outcome::ok(ActionResult::Done {}, format!("{name} yielded the floor"), true)),
         ActionKind::Speak | ActionKind::SendMessage => {
             let speak = ctx.kind == ActionKind::Speak;
             let message = ctx.call.get("message").unwrap_or("").to_string();
             if message.is_empty() {
                 world.feedback(ctx.actor, "Missing message.");
                 let verb = if speak { "speak" } else { "post" };
-                return Ok(Outcome::fail(
-                    ActionResult::error("Missing message."),
-                    format!("{name} failed to {verb}"),
-                ));
+                return Ok(Outcome::fail(ActionResult::error("Missing message."), format!("{name} failed to {verb}")));
             }
             let event = if speak {
-                SceneEvent::Speak {
-                    sender: name.clone(),
-                    message: message.clone(),
-                }
+                SceneEvent::Speak { sender: name.clone(), message: message.clone() }
             } else {
-                SceneEvent::Message {
-                    sender: name.clone(),
-                    message: message.clone(),
-                }
+                SceneEvent::Message { sender: name.clone(), message: message.clone() }
             };
             scene.deliver_message(&event, ctx.actor, world);
-            let summary = if speak {
-                format!("{name} said: {message}")
-            } else {
-                format!("{name}: {message}")
-            };
+            let summary = if speak { format!("{name} said: {message}") } else { format!("{name}: {message}") };
             Ok(Outcome::ok(ActionResult::Message { message }, summary, false))
         }
         ActionKind::TalkTo => {
             let (Some(to), Some(message)) = (ctx.call.get("to"), ctx.call.get("message")) else {
                 world.feedback(ctx.actor, "Provide 'to' (name) and 'message'.");
-                return Ok(Outcome::fail(
-                    ActionResult::error("missing_fields"),
-                    format!("{name} failed to talk"),
-                ));
+                return Ok(Outcome::fail(ActionResult::error("missing_fields"), format!("{name} failed to talk")));
             };
             // The addressee is unknown or out of range: `error`, telling the speaker `feedback`.
             let refuse = |world: &mut World, error: &str, feedback: String| {
                 world.feedback(ctx.actor, &feedback);
-                let result = ActionResult::TalkFailed {
-                    error: error.into(),
-                    to: to.into(),
-                };
+                let result = ActionResult::TalkFailed { error: error.into(), to: to.into() };
                 Ok(Outcome::fail(result, format!("{name} failed to talk")))
             };
             let Some(target) = world.agent_index(to) else {
@@ -93,19 +70,13 @@ pub(crate) fn handle_common<S: SharedActionScene + ?Sized>(
                 // Upstream returns a malformed tuple here (an exception); we report a plain failure.
                 return refuse(world, "too_far", format!("{to} is too far to talk to."));
             }
-            let line = SceneEvent::TalkTo {
-                sender: name.clone(),
-                recipient: to.to_string(),
-                message: message.to_string(),
-            }
-            .line(time);
+            let line =
+                SceneEvent::TalkTo { sender: name.clone(), recipient: to.to_string(), message: message.to_string() }
+                    .line(time);
             world.feedback(ctx.actor, &line);
             world.feedback(target, &line);
             Ok(Outcome::ok(
-                ActionResult::TalkedTo {
-                    to: to.into(),
-                    message: message.into(),
-                },
+                ActionResult::TalkedTo { to: to.into(), message: message.into() },
                 format!("{name} to {to}: {message}"),
                 false,
             ))
@@ -116,19 +87,13 @@ pub(crate) fn handle_common<S: SharedActionScene + ?Sized>(
             // network is unavailable.
             world.feedback(ctx.actor, "web_search: no results or network unavailable.");
             Ok(Outcome::fail(
-                ActionResult::SearchFailed {
-                    query: query.into(),
-                    error: "not available offline".into(),
-                },
+                ActionResult::SearchFailed { query: query.into(), error: "not available offline".into() },
                 format!("{name} searched: '{query}' (0 results)"),
             ))
         }
         ActionKind::ViewPage => {
             let url = required(ctx.call, "url")?;
-            world.feedback(
-                ctx.actor,
-                &format!("view_page failed: web access is not available offline ({url})"),
-            );
+            world.feedback(ctx.actor, &format!("view_page failed: web access is not available offline ({url})"));
             Ok(Outcome::fail(
                 ActionResult::PageFailed {
                     error: "view_error".into(),
@@ -141,10 +106,7 @@ pub(crate) fn handle_common<S: SharedActionScene + ?Sized>(
         other => {
             let msg = format!("The action {} is not available in this scene.", other.name());
             world.feedback(ctx.actor, &msg);
-            Ok(Outcome::fail(
-                ActionResult::error("unsupported_in_scene"),
-                format!("{name} tried {}", other.name()),
-            ))
+            Ok(Outcome::fail(ActionResult::error("unsupported_in_scene"), format!("{name} tried {}", other.name())))
         }
     }
 }
@@ -162,18 +124,10 @@ fn schedule_order(ctx: &ActionCtx, world: &mut World) -> Handled {
             "schedule_order failed: schedule not empty",
         ));
     }
-    let names: Vec<String> = order
-        .split(',')
-        .map(str::trim)
-        .filter(|n| world.agent_index(n).is_some())
-        .map(String::from)
-        .collect();
+    let names: Vec<String> =
+        order.split(',').map(str::trim).filter(|n| world.agent_index(n).is_some()).map(String::from).collect();
     world.ordering.add_to_queue(&names);
     world.feedback(ctx.actor, &format!("Scheduled order: {}", names.join(", ")));
     let summary = format!("{name} scheduled: {}", names.join(","));
-    Ok(Outcome::ok(
-        ActionResult::Scheduled { scheduled: names },
-        summary,
-        false,
-    ))
+    Ok(Outcome::ok(ActionResult::Scheduled { scheduled: names }, summary, false))
 }

@@ -45,12 +45,7 @@ pub(crate) const GUIDELINES: &str = "Chat guidelines:\n\
 
 impl SimpleChat {
     pub(crate) fn new(name: String, initial_event: String, _config: Config) -> Self {
-        SimpleChat {
-            name,
-            initial_event,
-            state: ChatState { time: 1080 },
-            config: Default::default(),
-        }
+        SimpleChat { name, initial_event, state: ChatState { time: 1080 }, config: Default::default() }
     }
 }
 

@@ -175,29 +175,14 @@ pub struct GameMap {
 
 impl Default for GameMap {
     fn default() -> Self {
-        GameMap {
-            width: 20,
-            height: 20,
-            tiles: IndexMap::new(),
-            locations: Vec::new(),
-        }
+        GameMap { width: 20, height: 20, tiles: IndexMap::new(), locations: Vec::new() }
     }
 }
 
 impl Serialize for GameMap {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let tiles = self
-            .tiles
-            .iter()
-            .map(|(&(x, y), tile)| TileView { x, y, tile })
-            .collect();
-        MapView {
-            width: self.width,
-            height: self.height,
-            tiles,
-            locations: &self.locations,
-        }
-        .serialize(s)
+        let tiles = self.tiles.iter().map(|(&(x, y), tile)| TileView { x, y, tile }).collect();
+        MapView { width: self.width, height: self.height, tiles, locations: &self.locations }.serialize(s)
     }
 }
 
@@ -214,19 +199,10 @@ impl GameMap {
                 return Err(SceneError::MapSide { what, side });
             }
         }
-        let mut map = GameMap {
-            width: data.width,
-            height: data.height,
-            tiles: IndexMap::new(),
-            locations: Vec::new(),
-        };
+        let mut map = GameMap { width: data.width, height: data.height, tiles: IndexMap::new(), locations: Vec::new() };
         for t in data.tiles {
             if t.movement_cost < 0 {
-                return Err(SceneError::NegativeCost {
-                    x: t.x,
-                    y: t.y,
-                    cost: t.movement_cost,
-                });
+                return Err(SceneError::NegativeCost { x: t.x, y: t.y, cost: t.movement_cost });
             }
             let tile = Tile {
                 passable: t.passable,
@@ -333,18 +309,12 @@ impl GameMap {
     /// Energy units of a path before the scene's multiplier: every entered tile costs its
     /// `movement_cost`, at least 1 (the start tile is free).
     pub(crate) fn path_cost(&self, path: &[Xy]) -> i64 {
-        path.iter()
-            .skip(1)
-            .fold(0i64, |sum, &xy| sum.saturating_add(self.step_cost(xy).max(1)))
+        path.iter().skip(1).fold(0i64, |sum, &xy| sum.saturating_add(self.step_cost(xy).max(1)))
     }
 
     /// Places within `radius` (Manhattan) of a cell, nearest first; ties in (y, x, name) order.
     pub(crate) fn nearby_locations(&self, xy: Xy, radius: i64) -> Vec<&Location> {
-        let mut near: Vec<&Location> = self
-            .locations
-            .iter()
-            .filter(|l| manhattan(l.xy(), xy) <= radius)
-            .collect();
+        let mut near: Vec<&Location> = self.locations.iter().filter(|l| manhattan(l.xy(), xy) <= radius).collect();
         near.sort_by(|a, b| (a.y, a.x, &a.name).cmp(&(b.y, b.x, &b.name)));
         near.sort_by_key(|l| manhattan(l.xy(), xy));
         near
@@ -369,11 +339,10 @@ fn set_prop(agent: &mut Agent, key: &str, value: Value) {
 
 /// An integer action field, parsed like Python's `int(str)`; anything else is an action error.
 fn parse_int(call_name: &str, field: &str, value: &str) -> Result<i64, ActionError> {
-    value.trim().parse().map_err(|_| {
-        ActionError(format!(
-            "action {call_name}: <{field}> must be an integer, got '{value}'"
-        ))
-    })
+    value
+        .trim()
+        .parse()
+        .map_err(|_| ActionError(format!("action {call_name}: <{field}> must be an integer, got '{value}'")))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -432,12 +401,7 @@ pub struct Village {
 
 impl Village {
     pub(crate) fn new(name: String, initial_event: String, config: Config) -> Self {
-        Village {
-            name,
-            initial_event,
-            state: State { time: 0 },
-            config,
-        }
+        Village { name, initial_event, state: State { time: 0 }, config }
     }
 
     pub(crate) fn map(&self) -> &GameMap {
@@ -461,13 +425,8 @@ impl Village {
     fn sync_occupancy(&mut self, agent: &str, xy: Option<Xy>) {
         let map = self.map();
         let here = xy.and_then(|xy| map.location_at(xy)).map(|l| l.name.clone());
-        let stale = map
-            .locations
-            .iter()
-            .any(|l| l.occupants.contains(agent) && Some(&l.name) != here.as_ref());
-        let missing = here
-            .as_ref()
-            .is_some_and(|h| map.location(h).is_some_and(|l| !l.occupants.contains(agent)));
+        let stale = map.locations.iter().any(|l| l.occupants.contains(agent) && Some(&l.name) != here.as_ref());
+        let missing = here.as_ref().is_some_and(|h| map.location(h).is_some_and(|l| !l.occupants.contains(agent)));
         if !stale && !missing {
             return;
         }
@@ -489,35 +448,24 @@ impl Village {
                 Some(loc) => loc.xy(),
                 None => {
                     world.feedback(ctx.actor, &format!("Location '{place}' does not exist."));
-                    let result = ActionResult::UnknownLocation {
-                        error: "unknown_location".into(),
-                        location: place.into(),
-                    };
+                    let result =
+                        ActionResult::UnknownLocation { error: "unknown_location".into(), location: place.into() };
                     return Ok(Outcome::fail(result, failed));
                 }
             },
-            None => (
-                parse_int(&call.name, "x", required(call, "x")?)?,
-                parse_int(&call.name, "y", required(call, "y")?)?,
-            ),
+            None => {
+                (parse_int(&call.name, "x", required(call, "x")?)?, parse_int(&call.name, "y", required(call, "y")?)?)
+            }
         };
         let (tx, ty) = target;
         let to = [tx, ty];
-        let move_failed = |error: &str| ActionResult::MoveFailed {
-            error: error.into(),
-            to,
-        };
+        let move_failed = |error: &str| ActionResult::MoveFailed { error: error.into(), to };
         let Some(start) = world.agents[ctx.actor].map_xy() else {
-            return Err(ActionError(format!(
-                "{name} has no position (properties.map_xy) to move from"
-            )));
+            return Err(ActionError(format!("{name} has no position (properties.map_xy) to move from")));
         };
         if start == target {
             world.feedback(ctx.actor, "You are already at the target.");
-            return Ok(Outcome::fail(
-                move_failed("already_there"),
-                format!("{name} move skipped"),
-            ));
+            return Ok(Outcome::fail(move_failed("already_there"), format!("{name} move skipped")));
         }
         let Some(path) = self.map().find_path(start, target) else {
             world.feedback(ctx.actor, "No reachable path; possibly blocked by obstacles.");
@@ -531,11 +479,7 @@ impl Village {
         if have < cost {
             let line = format!("Not enough energy. Moving to ({tx}, {ty}) costs {cost}, you have {have}.");
             world.feedback(ctx.actor, &line);
-            let result = ActionResult::LowEnergy {
-                error: "low_energy".into(),
-                required: cost,
-                have,
-            };
+            let result = ActionResult::LowEnergy { error: "low_energy".into(), required: cost, have };
             return Ok(Outcome::fail(result, failed));
         }
         let arrived = self.map().location_at(target);
@@ -567,21 +511,14 @@ impl Village {
             energy_cost: cost,
             path: path.iter().map(|&(x, y)| [x, y]).collect(),
         };
-        Ok(Outcome::ok(
-            moved,
-            format!("{name} moved to ({tx}, {ty}) (energy {cost})"),
-            false,
-        ))
+        Ok(Outcome::ok(moved, format!("{name} moved to ({tx}, {ty}) (energy {cost})"), false))
     }
 
     fn look_around(&self, ctx: &ActionCtx, world: &mut World) -> Handled {
         let name = ctx.actor_name(world).to_string();
         let Some(xy) = self.position(&world.agents[ctx.actor]) else {
             // Upstream gives no feedback here.
-            return Ok(Outcome::fail(
-                ActionResult::error("unknown_position"),
-                format!("{name} look failed"),
-            ));
+            return Ok(Outcome::fail(ActionResult::error("unknown_position"), format!("{name} look failed")));
         };
         let radius = match ctx.call.get("radius") {
             Some(r) => parse_int(&ctx.call.name, "radius", r)?,
@@ -621,11 +558,7 @@ impl Village {
             info.push(format!("Nearby agents: {}", list.join(", ")));
         }
         world.feedback(ctx.actor, &info.join("\n"));
-        Ok(Outcome::ok(
-            ActionResult::LookedAround { radius },
-            format!("{name} looked around (r={radius})"),
-            false,
-        ))
+        Ok(Outcome::ok(ActionResult::LookedAround { radius }, format!("{name} looked around (r={radius})"), false))
     }
 
     fn gather_resource(&mut self, ctx: &ActionCtx, world: &mut World) -> Handled {
@@ -648,18 +581,12 @@ impl Village {
             Some(n) => (n, ResourceSource::Tile),
             None => {
                 let at_place = resource.and_then(|r| map.location_at(xy)?.resources.get(r).copied());
-                let source = if at_place.is_some() {
-                    ResourceSource::Location
-                } else {
-                    ResourceSource::Tile
-                };
+                let source = if at_place.is_some() { ResourceSource::Location } else { ResourceSource::Tile };
                 (at_place.unwrap_or(0), source)
             }
         };
-        let no_resource = |error: &str| ActionResult::NoResource {
-            error: error.into(),
-            resource: resource.map(str::to_string),
-        };
+        let no_resource =
+            |error: &str| ActionResult::NoResource { error: error.into(), resource: resource.map(str::to_string) };
         if available <= 0 {
             world.feedback(ctx.actor, &format!("No {shown} to gather here."));
             return Ok(Outcome::fail(no_resource("not_available"), failed));
@@ -687,31 +614,16 @@ impl Village {
         inventory.insert(resource.to_string(), json!(held.saturating_add(taken)));
         let shown_inventory = py_repr(&Value::Object(inventory.clone()));
         set_prop(agent, "inventory", Value::Object(inventory));
-        world.feedback(
-            ctx.actor,
-            &format!("You gathered {taken} {resource}. Inventory: {shown_inventory}"),
-        );
-        let gathered = ActionResult::Gathered {
-            resource: resource.to_string(),
-            amount: taken,
-            source,
-            position: [xy.0, xy.1],
-        };
-        Ok(Outcome::ok(
-            gathered,
-            format!("{name} gathered {taken} {resource}"),
-            false,
-        ))
+        world.feedback(ctx.actor, &format!("You gathered {taken} {resource}. Inventory: {shown_inventory}"));
+        let gathered =
+            ActionResult::Gathered { resource: resource.to_string(), amount: taken, source, position: [xy.0, xy.1] };
+        Ok(Outcome::ok(gathered, format!("{name} gathered {taken} {resource}"), false))
     }
 
     fn rest(&self, ctx: &ActionCtx, world: &mut World) -> Handled {
         let name = ctx.actor_name(world).to_string();
         let agent = &world.agents[ctx.actor];
-        let place = agent
-            .properties
-            .get("map_position")
-            .and_then(Value::as_str)
-            .and_then(|p| self.map().location(p));
+        let place = agent.properties.get("map_position").and_then(Value::as_str).and_then(|p| self.map().location(p));
         let (gain, line) = match place {
             Some(loc) if loc.kind == "building" => (30, format!("You rest comfortably in {}.", loc.name)),
             Some(loc) => (15, format!("You take a short rest at {}.", loc.name)),
@@ -720,10 +632,7 @@ impl Village {
         let new_energy = energy(agent).saturating_add(gain).min(100);
         world.feedback(ctx.actor, &line);
         set_prop(&mut world.agents[ctx.actor], "energy", json!(new_energy));
-        let rested = ActionResult::Rested {
-            energy_gain: gain,
-            new_energy,
-        };
+        let rested = ActionResult::Rested { energy_gain: gain, new_energy };
         Ok(Outcome::ok(rested, format!("{name} rested (+{gain} energy)"), false))
     }
 }
@@ -810,10 +719,7 @@ impl SceneRules for Village {
             .or_else(named)
             .or_else(|| self.map().location("village_center").map(Location::xy))
             .unwrap_or((self.map().width / 2, self.map().height / 2));
-        let position = self
-            .map()
-            .location_at(xy)
-            .map_or_else(|| format!("{},{}", xy.0, xy.1), |l| l.name.clone());
+        let position = self.map().location_at(xy).map_or_else(|| format!("{},{}", xy.0, xy.1), |l| l.name.clone());
         set_prop(agent, "map_xy", json!([xy.0, xy.1]));
         set_prop(agent, "map_position", Value::String(position));
         self.sync_occupancy(&agent.name, Some(xy));
@@ -963,13 +869,8 @@ mod tests {
     }
 
     fn build(config: Value, agents: Vec<Agent>) -> (Village, World) {
-        let scene = Scene::build(
-            crate::engine::scenes::SceneKind::Village,
-            "v".into(),
-            "Dawn.".into(),
-            config,
-        )
-        .unwrap();
+        let scene =
+            Scene::build(crate::engine::scenes::SceneKind::Village, "v".into(), "Dawn.".into(), config).unwrap();
         let sim = Simulator::in_order(agents, scene).unwrap();
         let Scene::Village(v) = sim.scene else { unreachable!() };
         let mut world = sim.world;
@@ -996,26 +897,14 @@ mod tests {
     /// Runs an action that must not error; returns its outcome and the actor's feedback lines.
     fn run(v: &mut Village, w: &mut World, actor: &str, call: ActionCall) -> (Outcome, Vec<String>) {
         let o = act(v, w, actor, call).unwrap();
-        (
-            o,
-            feedback(w)
-                .into_iter()
-                .filter(|(a, _)| a == actor)
-                .map(|(_, c)| c)
-                .collect(),
-        )
+        (o, feedback(w).into_iter().filter(|(a, _)| a == actor).map(|(_, c)| c).collect())
     }
 
     fn feedback(w: &mut World) -> Vec<(String, String)> {
         w.take_out()
             .into_iter()
             .filter(|e| e.kind == EventType::AgentCtxDelta)
-            .map(|e| {
-                (
-                    e.data["agent"].as_str().unwrap().to_string(),
-                    e.data["content"].as_str().unwrap().to_string(),
-                )
-            })
+            .map(|e| (e.data["agent"].as_str().unwrap().to_string(), e.data["content"].as_str().unwrap().to_string()))
             .collect()
     }
 
@@ -1028,9 +917,7 @@ mod tests {
     }
 
     fn xy(x: i64, y: i64) -> ActionCall {
-        ActionCall::new("move_to_location")
-            .with("x", x.to_string())
-            .with("y", y.to_string())
+        ActionCall::new("move_to_location").with("x", x.to_string()).with("y", y.to_string())
     }
 
     #[test]
@@ -1056,18 +943,10 @@ mod tests {
         assert_eq!(serde_json::to_value(&back).unwrap(), json);
 
         let bad = |map: Value| {
-            Scene::build(
-                crate::engine::scenes::SceneKind::Village,
-                "v".into(),
-                "".into(),
-                json!({"map": map}),
-            )
+            Scene::build(crate::engine::scenes::SceneKind::Village, "v".into(), "".into(), json!({"map": map}))
         };
         let err = |map: Value| bad(map).unwrap_err().to_string();
-        assert_eq!(
-            err(json!({"width": 0})),
-            "map: map width must be between 1 and 1000, got 0"
-        );
+        assert_eq!(err(json!({"width": 0})), "map: map width must be between 1 and 1000, got 0");
         assert!(err(json!({"height": 5000})).contains("height"));
         assert_eq!(
             err(json!({"tiles": [{"x": 1, "y": 2, "movement_cost": -1}]})),
@@ -1092,11 +971,7 @@ mod tests {
         let (v, w) = setup();
         assert_eq!(prop(&w, "Ann", "map_position"), "well");
         assert_eq!(prop(&w, "Cy", "map_position"), "1,3");
-        assert_eq!(
-            prop(&w, "Dee", "map_xy"),
-            &json!([4, 3]),
-            "grid centre without a village_center"
-        );
+        assert_eq!(prop(&w, "Dee", "map_xy"), &json!([4, 3]), "grid centre without a village_center");
         assert_eq!(prop(&w, "Dee", "map_position"), "4,3");
         for a in ["Ann", "Dee"] {
             assert_eq!((prop(&w, a, "hunger"), prop(&w, a, "energy")), (&json!(0), &json!(100)));
@@ -1112,24 +987,15 @@ mod tests {
         let mut floaty = agent_at("F", None);
         floaty.properties.insert("map_xy".into(), json!([2.0, 4.0]));
         let mut map = map_json();
-        map["locations"]
-            .as_array_mut()
-            .unwrap()
-            .push(json!({"name": "village_center", "x": 5, "y": 2}));
+        map["locations"].as_array_mut().unwrap().push(json!({"name": "village_center", "x": 5, "y": 2}));
         let (v, w) = build(json!({"map": map}), vec![named, agent_at("C", None), floaty]);
-        assert_eq!(
-            (prop(&w, "N", "map_xy"), prop(&w, "N", "map_position")),
-            (&json!([6, 1]), &json!("hall"))
-        );
+        assert_eq!((prop(&w, "N", "map_xy"), prop(&w, "N", "map_position")), (&json!([6, 1]), &json!("hall")));
         assert_eq!(prop(&w, "N", "energy"), &json!(40));
         assert_eq!(
             (prop(&w, "C", "map_xy"), prop(&w, "C", "map_position")),
             (&json!([5, 2]), &json!("village_center"))
         );
-        assert_eq!(
-            (prop(&w, "F", "map_xy"), prop(&w, "F", "map_position")),
-            (&json!([2, 4]), &json!("2,4"))
-        );
+        assert_eq!((prop(&w, "F", "map_xy"), prop(&w, "F", "map_position")), (&json!([2, 4]), &json!("2,4")));
         assert!(v.map().location("village_center").unwrap().occupants.contains("C"));
     }
 
@@ -1139,29 +1005,11 @@ mod tests {
         let m = v.map();
         // Expected paths computed with upstream's GameMap.find_path on the same map.
         let p = m.find_path((1, 1), (5, 1)).unwrap();
-        assert_eq!(
-            p,
-            [
-                (1, 1),
-                (2, 1),
-                (2, 2),
-                (2, 3),
-                (2, 4),
-                (3, 4),
-                (4, 4),
-                (4, 3),
-                (4, 2),
-                (4, 1),
-                (5, 1)
-            ]
-        );
+        assert_eq!(p, [(1, 1), (2, 1), (2, 2), (2, 3), (2, 4), (3, 4), (4, 4), (4, 3), (4, 2), (4, 1), (5, 1)]);
         assert_eq!(m.path_cost(&p), 10);
         // Through the free road, then round the swamp over the mud.
         let p = m.find_path((0, 4), (7, 5)).unwrap();
-        assert_eq!(
-            p,
-            [(0, 4), (1, 4), (2, 4), (2, 5), (3, 5), (4, 5), (5, 5), (6, 5), (7, 5)]
-        );
+        assert_eq!(p, [(0, 4), (1, 4), (2, 4), (2, 5), (3, 5), (4, 5), (5, 5), (6, 5), (7, 5)]);
         assert_eq!(m.path_cost(&p), 9, "the road counts 1, the mud 2");
         let p = m.find_path((1, 3), (6, 5)).unwrap();
         assert_eq!(p, [(1, 3), (1, 4), (2, 4), (2, 5), (3, 5), (4, 5), (5, 5), (6, 5)]);
@@ -1171,10 +1019,7 @@ mod tests {
         // A cell walled in on all sides.
         let mut closed = map_json();
         for (x, y) in [(6, 4), (7, 3), (7, 5)] {
-            closed["tiles"]
-                .as_array_mut()
-                .unwrap()
-                .push(json!({"x": x, "y": y, "passable": false}));
+            closed["tiles"].as_array_mut().unwrap().push(json!({"x": x, "y": y, "passable": false}));
         }
         let (v, _) = build(json!({"map": closed}), vec![agent_at("A", Some([0, 0]))]);
         assert_eq!(v.map().find_path((0, 0), (7, 4)), None);
@@ -1195,20 +1040,8 @@ mod tests {
             check_refusal(&mut v, &mut w, "Ann", &call, Refused { result, summary, told });
         }
 
-        assert!(
-            act(
-                &mut v,
-                &mut w,
-                "Ann",
-                ActionCall::new("move_to_location").with("x", "2")
-            )
-            .is_err(),
-            "y missing"
-        );
-        assert!(
-            act(&mut v, &mut w, "Ann", xy(2, 2).with("x", "two")).is_err(),
-            "x not a number"
-        );
+        assert!(act(&mut v, &mut w, "Ann", ActionCall::new("move_to_location").with("x", "2")).is_err(), "y missing");
+        assert!(act(&mut v, &mut w, "Ann", xy(2, 2).with("x", "two")).is_err(), "x not a number");
         // An empty location falls back to coordinates.
         let (o, _) = run(&mut v, &mut w, "Ann", xy(1, 2).with("location", ""));
         assert!(o.success);
@@ -1217,11 +1050,7 @@ mod tests {
         w.agents[3].properties.insert("energy".into(), json!(3));
         let told = "Not enough energy. Moving to (1, 1) costs 10, you have 3.";
         let result = json!({"error": "low_energy", "required": 10, "have": 3});
-        let expected = Refused {
-            result,
-            summary: "Dee move failed",
-            told,
-        };
+        let expected = Refused { result, summary: "Dee move failed", told };
         check_refusal(&mut v, &mut w, "Dee", &goto("well"), expected);
         assert_eq!(prop(&w, "Dee", "map_xy"), &json!([4, 3]), "nothing moved");
         assert_eq!(prop(&w, "Dee", "energy"), &json!(3));
@@ -1231,13 +1060,7 @@ mod tests {
     fn a_move_walks_the_path_pays_energy_and_reports_neighbours() {
         let (mut v, mut w) = setup();
         let (o, fb) = run(&mut v, &mut w, "Ann", goto("hall"));
-        assert_eq!(
-            fb,
-            [
-                "You arrived at (6, 1). A warm hall",
-                "Nearby agents: Bob (distance 0), Dee (distance 4)"
-            ]
-        );
+        assert_eq!(fb, ["You arrived at (6, 1). A warm hall", "Nearby agents: Bob (distance 0), Dee (distance 4)"]);
         assert_eq!(
             o.result_json(),
             json!({"from": [1, 1], "to": [6, 1], "energy_cost": 11,
@@ -1246,31 +1069,18 @@ mod tests {
         assert_eq!(o.summary.as_deref(), Some("Ann moved to (6, 1) (energy 11)"));
         assert!(o.success && !o.pass_control);
         assert_eq!(prop(&w, "Ann", "energy"), &json!(89));
-        assert_eq!(
-            (prop(&w, "Ann", "map_xy"), prop(&w, "Ann", "map_position")),
-            (&json!([6, 1]), &json!("hall"))
-        );
+        assert_eq!((prop(&w, "Ann", "map_xy"), prop(&w, "Ann", "map_position")), (&json!([6, 1]), &json!("hall")));
         assert!(!v.map().location("well").unwrap().occupants.contains("Ann"));
-        assert!(
-            !v.map().location("hall").unwrap().occupants.contains("Ann"),
-            "the hall holds one"
-        );
+        assert!(!v.map().location("hall").unwrap().occupants.contains("Ann"), "the hall holds one");
 
         // Coordinates on unnamed ground: the terrain describes it. (Expected values from
         // upstream's handler on the same map.)
         let (o, fb) = run(&mut v, &mut w, "Cy", xy(7, 5));
         assert_eq!(
             fb,
-            [
-                "You arrived at (7, 5). plain",
-                "Nearby agents: Ann (distance 5), Bob (distance 5), Dee (distance 5)"
-            ]
+            ["You arrived at (7, 5). plain", "Nearby agents: Ann (distance 5), Bob (distance 5), Dee (distance 5)"]
         );
-        assert_eq!(
-            o.result_json()["energy_cost"],
-            9,
-            "the road tile costs 1 energy although A* treats it as free"
-        );
+        assert_eq!(o.result_json()["energy_cost"], 9, "the road tile costs 1 energy although A* treats it as free");
         assert_eq!(
             o.result_json()["path"],
             json!([[1, 3], [1, 4], [2, 4], [2, 5], [3, 5], [4, 5], [5, 5], [6, 5], [7, 5]])
@@ -1282,10 +1092,7 @@ mod tests {
         let (o, fb) = run(&mut v, &mut w, "Cy", xy(5, 5));
         assert_eq!(
             fb,
-            [
-                "You arrived at (5, 5). plain",
-                "Nearby agents: Ann (distance 5), Bob (distance 5), Dee (distance 3)"
-            ]
+            ["You arrived at (5, 5). plain", "Nearby agents: Ann (distance 5), Bob (distance 5), Dee (distance 3)"]
         );
         assert_eq!(o.result_json()["energy_cost"], 3);
         v.config.movement_cost = Number::from_f64(0.1).unwrap();
@@ -1305,12 +1112,7 @@ mod tests {
         );
         assert_eq!(o.result_json(), json!({"radius": 5}));
         assert_eq!(o.summary.as_deref(), Some("Ann looked around (r=5)"));
-        let (o, fb) = run(
-            &mut v,
-            &mut w,
-            "Dee",
-            ActionCall::new("look_around").with("radius", "2"),
-        );
+        let (o, fb) = run(&mut v, &mut w, "Dee", ActionCall::new("look_around").with("radius", "2"));
         assert_eq!(fb, ["You are at (4,3): plain"]);
         assert_eq!(o.summary.as_deref(), Some("Dee looked around (r=2)"));
         run(&mut v, &mut w, "Cy", xy(0, 5));
@@ -1321,31 +1123,13 @@ mod tests {
                 "You are at (0,5): shed: Tool shed\nResources here: berry(3)\nNearby locations:\n  - grove (distance: 2) - Birch grove\n  - well (distance: 5) - Old well\nNearby agents: Ann(5)"
             ]
         );
-        assert!(
-            act(
-                &mut v,
-                &mut w,
-                "Cy",
-                ActionCall::new("look_around").with("radius", "far")
-            )
-            .is_err()
-        );
+        assert!(act(&mut v, &mut w, "Cy", ActionCall::new("look_around").with("radius", "far")).is_err());
 
         // The default radius is chat_range clamped to 3..=7.
         v.config.chat_range = 1;
-        assert_eq!(
-            run(&mut v, &mut w, "Ann", ActionCall::new("look_around"))
-                .0
-                .result_json(),
-            json!({"radius": 3})
-        );
+        assert_eq!(run(&mut v, &mut w, "Ann", ActionCall::new("look_around")).0.result_json(), json!({"radius": 3}));
         v.config.chat_range = 40;
-        assert_eq!(
-            run(&mut v, &mut w, "Ann", ActionCall::new("look_around"))
-                .0
-                .result_json(),
-            json!({"radius": 7})
-        );
+        assert_eq!(run(&mut v, &mut w, "Ann", ActionCall::new("look_around")).0.result_json(), json!({"radius": 7}));
 
         // No position at all: a silent failure.
         w.agents[0].properties.remove("map_xy");
@@ -1356,42 +1140,24 @@ mod tests {
         assert_eq!(o.summary.as_deref(), Some("Ann look failed"));
         // A named position is enough.
         w.agents[0].properties.insert("map_position".into(), json!("grove"));
-        let (_, fb) = run(
-            &mut v,
-            &mut w,
-            "Ann",
-            ActionCall::new("look_around").with("radius", "0"),
-        );
+        let (_, fb) = run(&mut v, &mut w, "Ann", ActionCall::new("look_around").with("radius", "0"));
         assert_eq!(fb, ["You are at (1,4): grove: Birch grove\nNearby locations:"]);
     }
 
     #[test]
     fn look_around_caps_places_at_eight_including_the_own_one_and_people_at_ten() {
-        let locations: Vec<Value> = (0..10)
-            .map(|i| json!({"name": format!("p{i}"), "x": i, "y": 0}))
-            .collect();
+        let locations: Vec<Value> = (0..10).map(|i| json!({"name": format!("p{i}"), "x": i, "y": 0})).collect();
         let mut agents: Vec<Agent> = (0..12).map(|i| agent_at(&format!("a{i}"), Some([i, 1]))).collect();
         agents.insert(0, agent_at("Me", Some([0, 0])));
-        let (mut v, mut w) = build(
-            json!({"map": {"width": 12, "height": 3, "locations": locations}}),
-            agents,
-        );
-        let (_, fb) = run(
-            &mut v,
-            &mut w,
-            "Me",
-            ActionCall::new("look_around").with("radius", "20"),
-        );
+        let (mut v, mut w) = build(json!({"map": {"width": 12, "height": 3, "locations": locations}}), agents);
+        let (_, fb) = run(&mut v, &mut w, "Me", ActionCall::new("look_around").with("radius", "20"));
         let lines: Vec<&str> = fb[0].lines().collect();
         assert_eq!(lines[0], "You are at (0,0): p0: ");
         assert_eq!(lines[1], "Nearby locations:");
         assert_eq!(lines[2], "  - p1 (distance: 1) - ");
         assert_eq!(lines[8], "  - p7 (distance: 7) - ");
         assert_eq!(lines.len(), 10, "p0 takes one of the eight slots and is skipped");
-        assert_eq!(
-            lines[9],
-            "Nearby agents: a0(1), a1(2), a2(3), a3(4), a4(5), a5(6), a6(7), a7(8), a8(9), a9(10)"
-        );
+        assert_eq!(lines[9], "Nearby agents: a0(1), a1(2), a2(3), a3(4), a4(5), a5(6), a6(7), a7(8), a8(9), a9(10)");
     }
 
     #[test]
@@ -1402,24 +1168,11 @@ mod tests {
         // The tile's berries come before the shed's.
         let (o, fb) = run(&mut v, &mut w, "Cy", gather("berry").with("amount", "5"));
         assert_eq!(fb, ["You gathered 3 berry. Inventory: {'berry': 3}"]);
-        assert_eq!(
-            o.result_json(),
-            json!({"resource": "berry", "amount": 3, "source": "tile", "position": [0, 5]})
-        );
+        assert_eq!(o.result_json(), json!({"resource": "berry", "amount": 3, "source": "tile", "position": [0, 5]}));
         assert_eq!(o.summary.as_deref(), Some("Cy gathered 3 berry"));
         // An emptied tile stock does not fall back to the place's.
         let cannot = |v: &mut Village, w: &mut World, call: ActionCall, result: Value, told: &str| {
-            check_refusal(
-                v,
-                w,
-                "Cy",
-                &call,
-                Refused {
-                    result,
-                    summary: "Cy gather failed",
-                    told,
-                },
-            );
+            check_refusal(v, w, "Cy", &call, Refused { result, summary: "Cy gather failed", told });
         };
         let result = json!({"error": "not_available", "resource": "berry"});
         cannot(&mut v, &mut w, gather("berry"), result, "No berry to gather here.");
@@ -1429,18 +1182,9 @@ mod tests {
         run(&mut v, &mut w, "Cy", goto("grove"));
         let (o, fb) = run(&mut v, &mut w, "Cy", gather("wood"));
         assert_eq!(fb, ["You gathered 1 wood. Inventory: {'berry': 3, 'wood': 1}"]);
-        assert_eq!(
-            o.result_json(),
-            json!({"resource": "wood", "amount": 1, "source": "location", "position": [1, 4]})
-        );
+        assert_eq!(o.result_json(), json!({"resource": "wood", "amount": 1, "source": "location", "position": [1, 4]}));
         let result = json!({"error": "depleted", "resource": "wood"});
-        cannot(
-            &mut v,
-            &mut w,
-            gather("wood").with("amount", "-1"),
-            result,
-            "wood is depleted.",
-        );
+        cannot(&mut v, &mut w, gather("wood").with("amount", "-1"), result, "wood is depleted.");
         let (_, fb) = run(&mut v, &mut w, "Cy", gather("berry").with("amount", "2"));
         assert_eq!(fb, ["You gathered 2 berry. Inventory: {'berry': 5, 'wood': 1}"]);
         let (o, fb) = run(&mut v, &mut w, "Cy", gather("wood").with("amount", "4"));
@@ -1456,24 +1200,12 @@ mod tests {
         assert_eq!(map["locations"][3]["resources"], json!({"berry": 9}));
 
         let result = json!({"error": "not_available", "resource": null});
-        cannot(
-            &mut v,
-            &mut w,
-            ActionCall::new("gather_resource"),
-            result,
-            "No None to gather here.",
-        );
+        cannot(&mut v, &mut w, ActionCall::new("gather_resource"), result, "No None to gather here.");
         assert!(act(&mut v, &mut w, "Cy", gather("wood").with("amount", "lots")).is_err());
         w.agents[2].properties.remove("map_xy");
         w.agents[2].properties.insert("map_position".into(), json!("nowhere"));
         let told = "Current position unknown; cannot gather.";
-        cannot(
-            &mut v,
-            &mut w,
-            gather("wood"),
-            json!({"error": "unknown_position"}),
-            told,
-        );
+        cannot(&mut v, &mut w, gather("wood"), json!({"error": "unknown_position"}), told);
     }
 
     #[test]
@@ -1482,12 +1214,7 @@ mod tests {
         let mut fork = v.clone();
         assert!(Arc::ptr_eq(&v.config.map, &fork.config.map), "a clone shares the map");
         run(&mut fork, &mut w, "Cy", xy(0, 5));
-        run(
-            &mut fork,
-            &mut w,
-            "Cy",
-            ActionCall::new("gather_resource").with("resource", "berry"),
-        );
+        run(&mut fork, &mut w, "Cy", ActionCall::new("gather_resource").with("resource", "berry"));
         assert!(!Arc::ptr_eq(&v.config.map, &fork.config.map));
         assert_eq!(v.map().tile((0, 5)).unwrap().resources["berry"], 3);
         assert_eq!(fork.map().tile((0, 5)).unwrap().resources["berry"], 2);
@@ -1521,10 +1248,7 @@ mod tests {
         let (mut v, mut w) = setup();
         v.post_turn(0, &mut w);
         assert_eq!(v.time(), 60);
-        assert_eq!(
-            (prop(&w, "Ann", "hunger"), prop(&w, "Ann", "energy")),
-            (&json!(3), &json!(98))
-        );
+        assert_eq!((prop(&w, "Ann", "hunger"), prop(&w, "Ann", "energy")), (&json!(3), &json!(98)));
         assert_eq!(prop(&w, "Bob", "hunger"), &json!(0), "only the actor changes");
         assert!(feedback(&mut w).is_empty());
 
@@ -1547,63 +1271,39 @@ mod tests {
         w.agents[0].properties.insert("hunger".into(), json!(99));
         w.agents[0].properties.insert("energy".into(), json!(1));
         v.post_turn(0, &mut w);
-        assert_eq!(
-            (prop(&w, "Ann", "hunger"), prop(&w, "Ann", "energy")),
-            (&json!(100), &json!(0))
-        );
+        assert_eq!((prop(&w, "Ann", "hunger"), prop(&w, "Ann", "energy")), (&json!(100), &json!(0)));
         assert_eq!(v.time(), 180);
     }
 
     #[test]
     fn status_prompt_shows_place_needs_inventory_and_clock() {
         let (mut v, mut w) = setup();
-        w.agents[0]
-            .properties
-            .insert("inventory".into(), json!({"wood": 2, "it's": 1}));
+        w.agents[0].properties.insert("inventory".into(), json!({"wood": 2, "it's": 1}));
         assert_eq!(
             v.status_prompt(&w.agents[0]),
             "\n--- Status ---\nCurrent position: well at (1,1)\nHunger level: 0\nEnergy level: 100\nInventory: {'wood': 2, \"it's\": 1}\nCurrent time: 0:00 (day)\n"
         );
         v.set_time(19 * 60 + 5 + 24 * 60);
-        assert!(
-            v.status_prompt(&w.agents[2])
-                .contains("Current position: 1,3 at (1,3)\n")
-        );
+        assert!(v.status_prompt(&w.agents[2]).contains("Current position: 1,3 at (1,3)\n"));
         assert!(v.status_prompt(&w.agents[2]).ends_with("Current time: 19:05 (night)\n"));
         w.agents[2].properties.remove("map_xy");
-        assert!(
-            v.status_prompt(&w.agents[2])
-                .contains("Current position: 1,3 at (None,None)\n")
-        );
+        assert!(v.status_prompt(&w.agents[2]).contains("Current position: 1,3 at (None,None)\n"));
     }
 
     #[test]
     fn messages_reach_only_agents_in_range() {
-        let mut agents = vec![
-            agent_at("Ann", Some([1, 1])),
-            agent_at("Bob", Some([6, 1])),
-            agent_at("Eve", Some([7, 5])),
-        ];
+        let mut agents =
+            vec![agent_at("Ann", Some([1, 1])), agent_at("Bob", Some([6, 1])), agent_at("Eve", Some([7, 5]))];
         agents.push(agent_at("Gus", Some([0, 0])));
         let (mut v, mut w) = build(json!({"map": map_json()}), agents);
         w.agents[3].properties.remove("map_xy");
-        let event = SceneEvent::Message {
-            sender: "Ann".into(),
-            message: "hi".into(),
-        };
+        let event = SceneEvent::Message { sender: "Ann".into(), message: "hi".into() };
         v.deliver_message(&event, 0, &mut w);
         w.flush_pending();
         let out = w.take_out();
-        assert!(
-            out.iter().all(|e| e.kind == EventType::AgentCtxDelta),
-            "no system_broadcast"
-        );
+        assert!(out.iter().all(|e| e.kind == EventType::AgentCtxDelta), "no system_broadcast");
         let heard: Vec<&str> = out.iter().map(|e| e.data["agent"].as_str().unwrap()).collect();
-        assert_eq!(
-            heard,
-            ["Ann", "Bob", "Gus"],
-            "Bob at 5 hears, Eve at 10 does not, Gus has no position"
-        );
+        assert_eq!(heard, ["Ann", "Bob", "Gus"], "Bob at 5 hears, Eve at 10 does not, Gus has no position");
         assert_eq!(out[0].data["content"], "[0:00] [Message] Ann: hi");
     }
 
@@ -1611,11 +1311,7 @@ mod tests {
     fn talk_to_respects_the_chat_range() {
         let (mut v, mut w) = build(
             json!({"map": map_json(), "chat_range": 3}),
-            vec![
-                agent_at("Ann", Some([1, 1])),
-                agent_at("Cy", Some([1, 3])),
-                agent_at("Eve", Some([7, 5])),
-            ],
+            vec![agent_at("Ann", Some([1, 1])), agent_at("Cy", Some([1, 3])), agent_at("Eve", Some([7, 5]))],
         );
         let talk = |to: &str| ActionCall::new("talk_to").with("to", to).with("message", "hello");
         let (o, fb) = run(&mut v, &mut w, "Ann", talk("Eve"));
@@ -1640,17 +1336,10 @@ mod tests {
         let t = v.text();
         assert!(t.description.contains("grid-based virtual village of 8x6 cells"));
         assert!(t.description.contains("multiplied by 1.") && t.description.contains("distance of 5."));
-        assert!(
-            t.examples
-                .contains("<Action name=\"move_to_location\"><location>farm</location></Action>")
-        );
+        assert!(t.examples.contains("<Action name=\"move_to_location\"><location>farm</location></Action>"));
         assert!(t.examples.contains("<Action name=\"talk_to\"><to>Lyra</to>"));
         let all = format!("{}{}{}", t.description, t.guidelines, t.examples).to_lowercase();
-        assert_eq!(
-            crate::llm::mock::trigger_words_in(&all),
-            ["grid-based virtual village"],
-            "only the village phrase"
-        );
+        assert_eq!(crate::llm::mock::trigger_words_in(&all), ["grid-based virtual village"], "only the village phrase");
         assert!(!all.contains("you are"));
         use ActionKind::*;
         assert_eq!(
@@ -1663,58 +1352,29 @@ mod tests {
     #[test]
     fn absurd_numbers_fail_cleanly_instead_of_overflowing() {
         let map = json!({"width": 3, "height": 1, "tiles": [{"x": 1, "y": 0, "movement_cost": i64::MAX}]});
-        let (mut v, mut w) = build(
-            json!({"map": map}),
-            vec![agent_at("A", Some([0, 0])), agent_at("B", Some([i64::MIN, 0]))],
-        );
+        let (mut v, mut w) =
+            build(json!({"map": map}), vec![agent_at("A", Some([0, 0])), agent_at("B", Some([i64::MIN, 0]))]);
         let (o, fb) = run(&mut v, &mut w, "A", xy(2, 0));
         assert_eq!(o.result_json()["error"], "low_energy");
-        assert_eq!(
-            fb,
-            [format!(
-                "Not enough energy. Moving to (2, 0) costs {}, you have 100.",
-                i64::MAX
-            )]
-        );
+        assert_eq!(fb, [format!("Not enough energy. Moving to (2, 0) costs {}, you have 100.", i64::MAX)]);
         let (o, _) = run(&mut v, &mut w, "A", xy(i64::MAX, i64::MIN));
         assert_eq!(o.result_json()["error"], "no_path");
-        let (o, _) = run(
-            &mut v,
-            &mut w,
-            "A",
-            ActionCall::new("look_around").with("radius", i64::MAX.to_string()),
-        );
+        let (o, _) = run(&mut v, &mut w, "A", ActionCall::new("look_around").with("radius", i64::MAX.to_string()));
         assert!(o.success);
         let (o, _) = run(
             &mut v,
             &mut w,
             "A",
-            ActionCall::new("gather_resource")
-                .with("resource", "x")
-                .with("amount", i64::MIN.to_string()),
+            ActionCall::new("gather_resource").with("resource", "x").with("amount", i64::MIN.to_string()),
         );
         assert_eq!(o.result_json()["error"], "not_available");
-        v.deliver_message(
-            &SceneEvent::Speak {
-                sender: "B".into(),
-                message: "far".into(),
-            },
-            1,
-            &mut w,
-        );
-        assert_eq!(
-            feedback(&mut w).len(),
-            1,
-            "only the speaker, the listener is astronomically far"
-        );
+        v.deliver_message(&SceneEvent::Speak { sender: "B".into(), message: "far".into() }, 1, &mut w);
+        assert_eq!(feedback(&mut w).len(), 1, "only the speaker, the listener is astronomically far");
     }
 
     #[test]
     fn python_reprs() {
-        assert_eq!(
-            py_repr(&json!({"wood": 2, "a": [1, "b", null, true]})),
-            "{'wood': 2, 'a': [1, 'b', None, True]}"
-        );
+        assert_eq!(py_repr(&json!({"wood": 2, "a": [1, "b", null, true]})), "{'wood': 2, 'a': [1, 'b', None, True]}");
         assert_eq!(py_repr(&json!({})), "{}");
         assert_eq!(py_repr(&json!("it's")), "\"it's\"");
         assert_eq!(py_repr(&json!("a'b\"c\n")), "'a\\'b\"c\\n'");
@@ -1731,9 +1391,7 @@ mod tests {
         assert_eq!(s.default_turns, 40);
         let sim = s.build(None).unwrap();
         assert_eq!(sim.world.names(), ["Elias Thorne", "Seraphina", "Kaelen", "Lyra"]);
-        let Scene::Village(v) = &sim.scene else {
-            panic!("not a village")
-        };
+        let Scene::Village(v) = &sim.scene else { panic!("not a village") };
         assert_eq!((v.map().width, v.map().height), (20, 20));
         let names: Vec<&str> = v.map().locations().iter().map(|l| l.name.as_str()).collect();
         assert_eq!(
@@ -1754,10 +1412,7 @@ mod tests {
             ]
         );
         let farm = v.map().location("farm").unwrap();
-        assert_eq!(
-            (farm.x, farm.y, farm.resources["apple"], farm.resources["wheat"]),
-            (5, 10, 10, 15)
-        );
+        assert_eq!((farm.x, farm.y, farm.resources["apple"], farm.resources["wheat"]), (5, 10, 10, 15));
         assert_eq!(v.map().location("mine").unwrap().resources["stone"], 25);
         use ActionKind::*;
         let actions = [TalkTo, Yield, MoveToLocation, LookAround, GatherResource, Rest];
@@ -1777,11 +1432,7 @@ mod tests {
         // Everyone looks around on their first call, then only yields.
         assert_eq!(
             summaries[..3],
-            [
-                "Elias Thorne looked around (r=5)",
-                "Elias Thorne yielded the floor",
-                "Seraphina looked around (r=5)"
-            ]
+            ["Elias Thorne looked around (r=5)", "Elias Thorne yielded the floor", "Seraphina looked around (r=5)"]
         );
         assert_eq!(summaries.iter().filter(|s| s.contains("looked around")).count(), 4);
         assert_eq!(summaries.len(), 34);
@@ -1800,10 +1451,7 @@ mod tests {
         assert_eq!(sim.scene.rules().time(), 30 * 60);
         let elias = &sim.world.agents[0];
         // 8 turns each for the first two villagers, 7 for the others.
-        assert_eq!(
-            (&elias.properties["hunger"], &elias.properties["energy"]),
-            (&json!(24), &json!(84))
-        );
+        assert_eq!((&elias.properties["hunger"], &elias.properties["energy"]), (&json!(24), &json!(84)));
         let status = events
             .iter()
             .find(|e| {

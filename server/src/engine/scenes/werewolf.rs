@@ -82,10 +82,7 @@ pub(crate) struct Potions {
 
 impl Default for Potions {
     fn default() -> Self {
-        Potions {
-            heals_left: 1,
-            poisons_left: 1,
-        }
+        Potions { heals_left: 1, poisons_left: 1 }
     }
 }
 
@@ -168,12 +165,7 @@ impl Werewolf {
             winner: None,
             day_spoken: None,
         });
-        Werewolf {
-            name,
-            initial_event,
-            state,
-            config,
-        }
+        Werewolf { name, initial_event, state, config }
     }
 
     /// Listed as a moderator, or simply called "moderator" (any case), as upstream.
@@ -237,10 +229,7 @@ impl Werewolf {
         let text = match deaths.as_slice() {
             [] => "The night ends. At dawn, no one died.".to_string(),
             [one] => format!("The night ends. At dawn, {one} was found dead."),
-            many => format!(
-                "The night ends. At dawn, multiple bodies were found: {}",
-                many.join(", ")
-            ),
+            many => format!("The night ends. At dawn, multiple bodies were found: {}", many.join(", ")),
         };
         self.announce(world, text);
         let s = &mut self.state;
@@ -260,12 +249,8 @@ impl Werewolf {
     /// End of the day vote: a majority of the living lynches; otherwise a unique plurality leader.
     fn resolve_lynch(&mut self, world: &mut World) {
         let s = &self.state;
-        let counts = tally(
-            s.lynch_votes
-                .iter()
-                .filter(|(v, t)| s.is_alive(v) && s.is_alive(t))
-                .map(|(_, t)| t.as_str()),
-        );
+        let counts =
+            tally(s.lynch_votes.iter().filter(|(v, t)| s.is_alive(v) && s.is_alive(t)).map(|(_, t)| t.as_str()));
         let need = s.alive.len() / 2 + 1;
         let majority = counts.iter().find(|(_, c)| *c >= need).map(|(t, _)| t.to_string());
         let lynched = majority.or_else(|| {
@@ -299,11 +284,7 @@ impl Werewolf {
         };
         self.state.lynch_votes.insert(name.clone(), target.clone());
         let s = &self.state;
-        let tally = s
-            .lynch_votes
-            .iter()
-            .filter(|(v, t)| **t == target && s.is_alive(v))
-            .count();
+        let tally = s.lynch_votes.iter().filter(|(v, t)| **t == target && s.is_alive(v)).count();
         self.announce(world, format!("{name} voted to lynch {target}."));
         let summary = format!("{name} voted to lynch {target}");
         let tally = tally as u64;
@@ -333,15 +314,8 @@ impl Werewolf {
         let wolves = s.roles.iter().filter(|(_, r)| *r == "werewolf").map(|(n, _)| n);
         let receivers = self.indices(world, wolves.chain(&self.config.moderators));
         let content = format!("{name} voted night kill to {target}.");
-        world.broadcast(
-            &SceneEvent::public_with("Event", content),
-            Some(s.time),
-            Some(&receivers),
-        );
-        let tally = s
-            .night_kill_votes
-            .iter()
-            .filter(|(v, t)| **t == target && s.is_live_wolf(v));
+        world.broadcast(&SceneEvent::public_with("Event", content), Some(s.time), Some(&receivers));
+        let tally = s.night_kill_votes.iter().filter(|(v, t)| **t == target && s.is_live_wolf(v));
         let tally = tally.count() as u64;
         let summary = format!("{name} voted night kill: {target}");
         Ok(Outcome::ok(ActionResult::Tally { target, tally }, summary, true))
@@ -362,14 +336,10 @@ impl Werewolf {
     /// the discussion, closing it to the vote.
     fn moderator_in(&self, name: &str, phase: Phase) -> Result<(), Refusal> {
         let (only, elsewhen) = match phase {
-            Phase::DayDiscussion => (
-                "Only the moderator can open voting.",
-                "Open voting only during discussion phase.",
-            ),
-            _ => (
-                "Only the moderator can close voting.",
-                "Close voting only during voting phase.",
-            ),
+            Phase::DayDiscussion => {
+                ("Only the moderator can open voting.", "Open voting only during discussion phase.")
+            }
+            _ => ("Only the moderator can close voting.", "Close voting only during voting phase."),
         };
         if !self.is_moderator(name) {
             return Err(Refusal(only, "not_moderator"));
@@ -390,15 +360,9 @@ impl Werewolf {
         let is_wolf = self.state.role(&target) == Some("werewolf");
         let verdict = if is_wolf { "a werewolf" } else { "not a werewolf" };
         world.feedback(ctx.actor, &format!("Inspection result: {target} is {verdict}."));
-        let note = format!(
-            "{name} inspected {target} ({})",
-            if is_wolf { "werewolf" } else { "not" }
-        );
+        let note = format!("{name} inspected {target} ({})", if is_wolf { "werewolf" } else { "not" });
         self.tell_moderators(world, note.clone());
-        let result = ActionResult::Inspected {
-            target,
-            is_werewolf: is_wolf,
-        };
+        let result = ActionResult::Inspected { target, is_werewolf: is_wolf };
         Ok(Outcome::ok(result, note, true))
     }
 
@@ -485,12 +449,7 @@ impl State {
     /// The wolves' choice tonight: the target most voted by living wolves (the first one voted for
     /// on a tie), unless it is the first night or the target is dead or a wolf.
     pub(crate) fn night_victim(&self) -> Option<String> {
-        let votes = tally(
-            self.night_kill_votes
-                .iter()
-                .filter(|(v, _)| self.is_live_wolf(v))
-                .map(|(_, t)| t.as_str()),
-        );
+        let votes = tally(self.night_kill_votes.iter().filter(|(v, _)| self.is_live_wolf(v)).map(|(_, t)| t.as_str()));
         let top = votes.iter().map(|(_, c)| *c).max()?;
         let (candidate, _) = votes.iter().find(|(_, c)| *c == top)?;
         (self.day_count != 0 && self.is_alive(candidate) && self.role(candidate) != Some("werewolf"))
@@ -527,9 +486,7 @@ fn tally<'a>(targets: impl Iterator<Item = &'a str>) -> Vec<(&'a str, usize)> {
 
 /// The call's optional `target` when it names a living player.
 fn living_target(state: &State, call: &ActionCall) -> Option<String> {
-    call.get("target")
-        .filter(|t| !t.is_empty() && state.is_alive(t))
-        .map(str::to_string)
+    call.get("target").filter(|t| !t.is_empty() && state.is_alive(t)).map(str::to_string)
 }
 
 /// Why an action was refused: the actor's feedback line and the result's `error` code.
@@ -549,11 +506,7 @@ fn refusal_summary(ctx: &ActionCtx, name: &str) -> String {
 /// upstream puts it in `vote_lynch`'s failure summaries.
 fn py_action_repr(call: &ActionCall) -> String {
     let mut parts = vec![format!("'action': {}", py_str_repr(&call.name))];
-    parts.extend(
-        call.fields
-            .iter()
-            .map(|(k, v)| format!("{}: {}", py_str_repr(k), py_str_repr(v))),
-    );
+    parts.extend(call.fields.iter().map(|(k, v)| format!("{}: {}", py_str_repr(k), py_str_repr(v))));
     format!("{{{}}}", parts.join(", "))
 }
 
@@ -580,11 +533,8 @@ impl SceneRules for Werewolf {
     /// Tells each configured moderator the full roster and every secret role.
     fn pre_run(&mut self, world: &mut World) -> Result<(), SceneError> {
         let roles: Vec<String> = self.state.roles.iter().map(|(n, r)| format!("{n} is {r}")).collect();
-        let hint = format!(
-            "You are the Moderator. Players: {}. Roles: {}.",
-            world.names().join(", "),
-            roles.join(", ")
-        );
+        let hint =
+            format!("You are the Moderator. Players: {}. Roles: {}.", world.names().join(", "), roles.join(", "));
         for m in &self.config.moderators {
             let receivers = self.indices(world, [m]);
             let event = SceneEvent::public_with("System", hint.clone());
@@ -619,24 +569,14 @@ impl SceneRules for Werewolf {
             format!("Alive: {}", if alive { "True" } else { "False" }),
         ];
         if s.role(&agent.name) == Some("witch") {
-            let (h, p) = s
-                .witch_uses
-                .get(&agent.name)
-                .map_or((0, 0), |u| (u.heals_left, u.poisons_left));
+            let (h, p) = s.witch_uses.get(&agent.name).map_or((0, 0), |u| (u.heals_left, u.poisons_left));
             lines.push(format!("Witch potions (save/poison): {h}/{p}"));
             if s.phase == Phase::Night {
-                lines.push(format!(
-                    "Tonight's victim: {}",
-                    s.night_victim().as_deref().unwrap_or("none")
-                ));
+                lines.push(format!("Tonight's victim: {}", s.night_victim().as_deref().unwrap_or("none")));
             }
         }
         if s.phase == Phase::DayVoting {
-            let vote = s
-                .lynch_votes
-                .get(&agent.name)
-                .filter(|_| alive)
-                .map_or("none", String::as_str);
+            let vote = s.lynch_votes.get(&agent.name).filter(|_| alive).map_or("none", String::as_str);
             lines.push(format!("Vote: {vote}"));
         }
         lines.join("\n") + "\n"
@@ -668,9 +608,8 @@ impl SceneRules for Werewolf {
         let Some(speaker) = world.agents.get(sender).map(|a| a.name.clone()) else {
             return;
         };
-        let listeners: Vec<usize> = (0..world.agents.len())
-            .filter(|&i| i != sender && self.hears(&speaker, &world.agents[i].name))
-            .collect();
+        let listeners: Vec<usize> =
+            (0..world.agents.len()).filter(|&i| i != sender && self.hears(&speaker, &world.agents[i].name)).collect();
         for i in listeners {
             world.feedback(i, &line);
         }
@@ -774,13 +713,7 @@ mod tests {
 
     /// The scenario file's roster, roles given through `properties.role`.
     fn game() -> Simulator {
-        game_with(
-            &ROSTER,
-            Config {
-                role_map: IndexMap::new(),
-                moderators: vec!["Moderator".into()],
-            },
-        )
+        game_with(&ROSTER, Config { role_map: IndexMap::new(), moderators: vec!["Moderator".into()] })
     }
 
     /// A fresh build, its initial broadcasts still queued.
@@ -789,8 +722,7 @@ mod tests {
             .iter()
             .map(|(name, role)| {
                 let mut a = Agent::new(*name, vec![]);
-                a.properties
-                    .insert("role".into(), role.map_or(Value::Null, Value::from));
+                a.properties.insert("role".into(), role.map_or(Value::Null, Value::from));
                 a
             })
             .collect();
@@ -837,22 +769,13 @@ mod tests {
             .take_out()
             .into_iter()
             .filter(|e: &Event| e.kind == EventType::AgentCtxDelta)
-            .map(|e| {
-                (
-                    e.data["agent"].as_str().unwrap().to_string(),
-                    e.data["content"].as_str().unwrap().to_string(),
-                )
-            })
+            .map(|e| (e.data["agent"].as_str().unwrap().to_string(), e.data["content"].as_str().unwrap().to_string()))
             .collect()
     }
 
     /// Who received `text` since the last call, in order.
     fn receivers(lines: &[(String, String)], text: &str) -> Vec<String> {
-        lines
-            .iter()
-            .filter(|(_, l)| l == text)
-            .map(|(a, _)| a.clone())
-            .collect()
+        lines.iter().filter(|(_, l)| l == text).map(|(a, _)| a.clone()).collect()
     }
 
     /// Night `day_count`: Elena votes to kill `victim`, the witch Bram makes `witch`'s call if
@@ -894,9 +817,7 @@ mod tests {
 
     /// `who` tries `call`, which the game refuses as `expected` says ([`check_refusal`]).
     fn refused_as(sim: &mut Simulator, who: &str, call: ActionCall, expected: Refused) {
-        let Scene::Werewolf(w) = &mut sim.scene else {
-            unreachable!()
-        };
+        let Scene::Werewolf(w) = &mut sim.scene else { unreachable!() };
         check_refusal(w, &mut sim.world, who, &call, expected);
     }
 
@@ -909,9 +830,7 @@ mod tests {
 
     /// [`check_refusals`]: each row `(who, action, error, told)` is refused.
     fn refusals(sim: &mut Simulator, rows: &[(&str, &str, &str, &str)]) {
-        let Scene::Werewolf(w) = &mut sim.scene else {
-            unreachable!()
-        };
+        let Scene::Werewolf(w) = &mut sim.scene else { unreachable!() };
         check_refusals(w, &mut sim.world, rows);
     }
 
@@ -923,12 +842,9 @@ mod tests {
     fn initial_state_roles_and_moderator_roster() {
         // role_map wins over properties; Pia's explicit entry stays, the rest come from properties.
         let config = Config {
-            role_map: [
-                ("Elena".to_string(), "werewolf".to_string()),
-                ("Pia".into(), "baker".into()),
-            ]
-            .into_iter()
-            .collect(),
+            role_map: [("Elena".to_string(), "werewolf".to_string()), ("Pia".into(), "baker".into())]
+                .into_iter()
+                .collect(),
             moderators: vec!["Moderator".into()],
         };
         let mut sim = build(&ROSTER, config);
@@ -953,10 +869,7 @@ mod tests {
         assert!(!s.roles.contains_key("Moderator"), "a null role records nothing");
         // Scene actions follow the agent's own.
         let elena = &sim.world.agents[1];
-        assert_eq!(
-            elena.action_space,
-            vec![ActionKind::Speak, ActionKind::VoteLynch, ActionKind::Yield]
-        );
+        assert_eq!(elena.action_space, vec![ActionKind::Speak, ActionKind::VoteLynch, ActionKind::Yield]);
         // pre_run: the initial event for all, then the private roster for the moderator only.
         let queued = broadcasts(&mut sim);
         assert_eq!(queued.len(), 2);
@@ -978,14 +891,7 @@ mod tests {
         night(&mut sim, 1);
         lines(&mut sim);
         let o = act(&mut sim, "Elena", target("night_kill", "Pia"));
-        passed(
-            &o,
-            ActionResult::Tally {
-                target: "Pia".into(),
-                tally: 1,
-            },
-            "Elena voted night kill: Pia",
-        );
+        passed(&o, ActionResult::Tally { target: "Pia".into(), tally: 1 }, "Elena voted night kill: Pia");
         let got = lines(&mut sim);
         // Every wolf (the voter too) and the moderator, in map order.
         assert_eq!(
@@ -1011,10 +917,7 @@ mod tests {
         );
         // A later vote replaces the earlier one.
         act(&mut sim, "Niko", target("night_kill", "Taro"));
-        assert_eq!(
-            ww(&sim).state.night_kill_votes.get("Niko").map(String::as_str),
-            Some("Taro")
-        );
+        assert_eq!(ww(&sim).state.night_kill_votes.get("Niko").map(String::as_str), Some("Taro"));
         assert_eq!(ww(&sim).state.night_kill_votes.len(), 3);
     }
 
@@ -1038,15 +941,9 @@ mod tests {
             refused(&mut sim, who, call, error, feedback);
         }
         st(&mut sim).kill("Elena");
-        assert_eq!(
-            act(&mut sim, "Elena", target("night_kill", "Pia")).result_json()["error"],
-            "not_werewolf_or_dead"
-        );
+        assert_eq!(act(&mut sim, "Elena", target("night_kill", "Pia")).result_json()["error"], "not_werewolf_or_dead");
         st(&mut sim).kill("Pia");
-        assert_eq!(
-            act(&mut sim, "Mira", target("night_kill", "Pia")).result_json()["error"],
-            "invalid_target"
-        );
+        assert_eq!(act(&mut sim, "Mira", target("night_kill", "Pia")).result_json()["error"], "invalid_target");
         assert!(ww(&sim).state.night_kill_votes.is_empty());
         assert!(broadcasts(&mut sim).is_empty());
     }
@@ -1058,20 +955,14 @@ mod tests {
         let o = act(&mut sim, "Ronan", target("inspect", "Elena"));
         passed(
             &o,
-            ActionResult::Inspected {
-                target: "Elena".into(),
-                is_werewolf: true,
-            },
+            ActionResult::Inspected { target: "Elena".into(), is_werewolf: true },
             "Ronan inspected Elena (werewolf)",
         );
         assert_eq!(
             lines(&mut sim),
             vec![
                 ("Ronan".into(), "Inspection result: Elena is a werewolf.".into()),
-                (
-                    "Moderator".into(),
-                    "[18:00] Event: Ronan inspected Elena (werewolf)".into()
-                )
+                ("Moderator".into(), "[18:00] Event: Ronan inspected Elena (werewolf)".into())
             ]
         );
         let o = act(&mut sim, "Ronan", target("inspect", "Bram"));
@@ -1096,20 +987,11 @@ mod tests {
         let mut sim = game();
         lines(&mut sim);
         st(&mut sim).phase = Phase::DayVoting;
-        refused(
-            &mut sim,
-            "Bram",
-            ActionCall::new("witch_save"),
-            "wrong_phase",
-            "You can only use save at night.",
-        );
+        refused(&mut sim, "Bram", ActionCall::new("witch_save"), "wrong_phase", "You can only use save at night.");
         st(&mut sim).phase = Phase::Night;
         let o = act(&mut sim, "Ronan", ActionCall::new("witch_save"));
         assert_eq!(o.result_json(), json!({"error": "not_witch_or_dead"}));
-        assert_eq!(
-            lines(&mut sim),
-            vec![("Ronan".into(), "Only a living Witch can save.".into())]
-        );
+        assert_eq!(lines(&mut sim), vec![("Ronan".into(), "Only a living Witch can save.".into())]);
         assert!(ww(&sim).state.witch_uses.is_empty());
 
         let o = act(&mut sim, "Bram", ActionCall::new("witch_save"));
@@ -1117,22 +999,13 @@ mod tests {
         assert_eq!(
             lines(&mut sim),
             vec![
-                (
-                    "Bram".into(),
-                    "You prepare the save potion for tonight's victim.".into()
-                ),
+                ("Bram".into(), "You prepare the save potion for tonight's victim.".into()),
                 ("Moderator".into(), "[18:00] Event: Bram prepared a save potion.".into())
             ]
         );
         let s = &ww(&sim).state;
         assert!(s.witch_saved);
-        assert_eq!(
-            s.witch_uses["Bram"],
-            Potions {
-                heals_left: 0,
-                poisons_left: 1
-            }
-        );
+        assert_eq!(s.witch_uses["Bram"], Potions { heals_left: 0, poisons_left: 1 });
 
         refused(
             &mut sim,
@@ -1161,29 +1034,16 @@ mod tests {
             refused(&mut sim, who, call, error, feedback);
         }
         let o = act(&mut sim, "Bram", target("witch_poison", "Elena"));
-        passed(
-            &o,
-            ActionResult::PoisonPrepared { target: "Elena".into() },
-            "Bram prepared poison for Elena",
-        );
+        passed(&o, ActionResult::PoisonPrepared { target: "Elena".into() }, "Bram prepared poison for Elena");
         assert_eq!(
             lines(&mut sim),
             vec![
                 ("Bram".into(), "You prepared a poison targeting Elena.".into()),
-                (
-                    "Moderator".into(),
-                    "[18:00] Event: Bram prepared a poison targeting Elena.".into()
-                )
+                ("Moderator".into(), "[18:00] Event: Bram prepared a poison targeting Elena.".into())
             ]
         );
         let s = &ww(&sim).state;
-        assert_eq!(
-            s.witch_uses["Bram"],
-            Potions {
-                heals_left: 1,
-                poisons_left: 0
-            }
-        );
+        assert_eq!(s.witch_uses["Bram"], Potions { heals_left: 1, poisons_left: 0 });
         assert_eq!(s.witch_actions["Bram"].poison_target.as_deref(), Some("Elena"));
         refused(
             &mut sim,
@@ -1220,10 +1080,7 @@ mod tests {
         let text = "[18:27] Public Event: The night ends. At dawn, Pia was found dead.";
         // The dead hear it too.
         all_hear(&got, text);
-        assert_eq!(
-            broadcasts(&mut sim)[0]["text"],
-            "Public Event: The night ends. At dawn, Pia was found dead."
-        );
+        assert_eq!(broadcasts(&mut sim)[0]["text"], "Public Event: The night ends. At dawn, Pia was found dead.");
         // Day turns do not count toward the next night.
         end_turns(&mut sim, 3);
         assert!(ww(&sim).state.night_spoken.is_empty());
@@ -1233,10 +1090,7 @@ mod tests {
     fn dawn_with_victim_and_poison_lists_both() {
         let mut sim = game();
         let got = dawn(&mut sim, 1, "Pia", Some(target("witch_poison", "Niko")));
-        all_hear(
-            &got,
-            "[18:27] Public Event: The night ends. At dawn, multiple bodies were found: Pia, Niko",
-        );
+        all_hear(&got, "[18:27] Public Event: The night ends. At dawn, multiple bodies were found: Pia, Niko");
         let s = &ww(&sim).state;
         assert!(!s.is_alive("Pia") && !s.is_alive("Niko"));
         assert!(s.witch_actions.is_empty());
@@ -1252,10 +1106,7 @@ mod tests {
         assert!(!ww(&sim).state.witch_saved);
 
         let got = dawn(&mut sim, 2, "Taro", Some(target("witch_poison", "Taro")));
-        all_hear(
-            &got,
-            "[18:54] Public Event: The night ends. At dawn, Taro was found dead.",
-        );
+        all_hear(&got, "[18:54] Public Event: The night ends. At dawn, Taro was found dead.");
     }
 
     #[test]
@@ -1263,10 +1114,7 @@ mod tests {
         let mut sim = game();
         lines(&mut sim);
         end_turns(&mut sim, 9);
-        all_hear(
-            &lines(&mut sim),
-            "[18:27] Public Event: The night ends. At dawn, no one died.",
-        );
+        all_hear(&lines(&mut sim), "[18:27] Public Event: The night ends. At dawn, no one died.");
         assert_eq!(ww(&sim).state.day_count, 1);
         assert!(!ww(&sim).is_complete());
     }
@@ -1314,29 +1162,15 @@ mod tests {
 
         st(&mut sim).lynch_votes.insert("Pia".into(), "Elena".into());
         let o = act(&mut sim, "Moderator", ActionCall::new("open_voting"));
-        passed(
-            &o,
-            ActionResult::VotingOpened { opened: true },
-            "Moderator opened voting",
-        );
+        passed(&o, ActionResult::VotingOpened { opened: true }, "Moderator opened voting");
         assert_eq!(ww(&sim).state.phase, Phase::DayVoting);
         assert!(ww(&sim).state.lynch_votes.is_empty());
         all_hear(&lines(&mut sim), "[18:00] Public Event: Voting is now open.");
 
         let o = act(&mut sim, "Pia", target("vote_lynch", "Elena"));
-        passed(
-            &o,
-            ActionResult::Tally {
-                target: "Elena".into(),
-                tally: 1,
-            },
-            "Pia voted to lynch Elena",
-        );
+        passed(&o, ActionResult::Tally { target: "Elena".into(), tally: 1 }, "Pia voted to lynch Elena");
         all_hear(&lines(&mut sim), "[18:00] Public Event: Pia voted to lynch Elena.");
-        assert_eq!(
-            act(&mut sim, "Taro", target("vote_lynch", "Elena")).result_json()["tally"],
-            2
-        );
+        assert_eq!(act(&mut sim, "Taro", target("vote_lynch", "Elena")).result_json()["tally"], 2);
         st(&mut sim).kill("Pia");
         assert_eq!(
             act(&mut sim, "Ava", target("vote_lynch", "Elena")).result_json()["tally"],
@@ -1346,10 +1180,7 @@ mod tests {
         lines(&mut sim);
         let o = act(&mut sim, "Pia", target("vote_lynch", "Mira"));
         assert_eq!(o.result_json(), json!({"error": "dead"}));
-        assert_eq!(
-            lines(&mut sim),
-            vec![("Pia".into(), "You are dead and cannot act.".into())]
-        );
+        assert_eq!(lines(&mut sim), vec![("Pia".into(), "You are dead and cannot act.".into())]);
         refused_as(
             &mut sim,
             "Taro",
@@ -1360,22 +1191,12 @@ mod tests {
                 "Provide a living 'target' to vote.",
             ),
         );
-        assert_eq!(
-            act(&mut sim, "Taro", target("vote_lynch", "Pia")).result_json()["error"],
-            "invalid_target"
-        );
+        assert_eq!(act(&mut sim, "Taro", target("vote_lynch", "Pia")).result_json()["error"], "invalid_target");
 
         let o = act(&mut sim, "Moderator", ActionCall::new("close_voting"));
-        passed(
-            &o,
-            ActionResult::VotingClosed { closed: true },
-            "Moderator closed voting",
-        );
+        passed(&o, ActionResult::VotingClosed { closed: true }, "Moderator closed voting");
         // 8 alive need 5: no majority; Elena leads alone with 2 live votes.
-        all_hear(
-            &lines(&mut sim),
-            "[18:00] Public Event: By vote, Elena was lynched. Night begins.",
-        );
+        all_hear(&lines(&mut sim), "[18:00] Public Event: By vote, Elena was lynched. Night begins.");
         let s = &ww(&sim).state;
         assert_eq!(s.phase, Phase::Night);
         assert!(s.lynch_votes.is_empty());
@@ -1423,10 +1244,7 @@ mod tests {
             let s = &ww(&sim).state;
             match lynched {
                 Some(name) => {
-                    all_hear(
-                        &got,
-                        &format!("[18:00] Public Event: By vote, {name} was lynched. Night begins."),
-                    );
+                    all_hear(&got, &format!("[18:00] Public Event: By vote, {name} was lynched. Night begins."));
                     assert!(!s.is_alive(name), "{votes:?}");
                     assert_eq!(s.alive.len(), 8 - dead.len(), "{votes:?}: only {name} dies");
                 }
@@ -1460,8 +1278,7 @@ mod tests {
         assert_eq!(s.day_spoken, None);
         // Both sides gone at once: no one wins.
         let mut s = ww(&game()).state.clone();
-        s.alive
-            .retain(|n| !matches!(s.roles.get(n).map(String::as_str), Some("werewolf" | "villager")));
+        s.alive.retain(|n| !matches!(s.roles.get(n).map(String::as_str), Some("werewolf" | "villager")));
         assert_eq!(s.check_win().as_deref(), Some("no one"));
         assert!(s.complete);
         // Both sides alive: nothing happens.
@@ -1473,17 +1290,9 @@ mod tests {
     #[test]
     fn upstream_roster_without_villager_roles_ends_at_the_first_dawn() {
         // Upstream's builder gives villagers no role: the win check finds no villagers (spec §1.14.4).
-        let roster: Vec<(&str, Option<&str>)> = ROSTER
-            .iter()
-            .map(|(n, r)| (*n, r.filter(|r| *r != "villager")))
-            .collect();
-        let mut sim = game_with(
-            &roster,
-            Config {
-                role_map: IndexMap::new(),
-                moderators: vec!["Moderator".into()],
-            },
-        );
+        let roster: Vec<(&str, Option<&str>)> =
+            ROSTER.iter().map(|(n, r)| (*n, r.filter(|r| *r != "villager"))).collect();
+        let mut sim = game_with(&roster, Config { role_map: IndexMap::new(), moderators: vec!["Moderator".into()] });
         assert_eq!(ww(&sim).state.roles.len(), 5);
         end_turns(&mut sim, 6);
         assert_eq!(ww(&sim).state.winner.as_deref(), Some("werewolves"));
@@ -1493,13 +1302,7 @@ mod tests {
     fn who_skips_a_turn() {
         let mut sim = game();
         let skip = |sim: &Simulator, n: &str| ww(sim).should_skip_turn(&sim.world.agents[idx(sim, n)]);
-        for (n, skips) in [
-            ("Moderator", false),
-            ("Elena", false),
-            ("Bram", false),
-            ("Ronan", false),
-            ("Pia", true),
-        ] {
+        for (n, skips) in [("Moderator", false), ("Elena", false), ("Bram", false), ("Ronan", false), ("Pia", true)] {
             assert_eq!(skip(&sim, n), skips, "{n} at night");
         }
         st(&mut sim).phase = Phase::DayDiscussion;
@@ -1518,14 +1321,7 @@ mod tests {
         st(sim).phase = phase;
         lines(sim);
         let o = act(sim, who, ActionCall::new("speak").with("message", "hi"));
-        assert_eq!(
-            o,
-            Outcome::ok(
-                ActionResult::Message { message: "hi".into() },
-                format!("{who} said: hi"),
-                false
-            )
-        );
+        assert_eq!(o, Outcome::ok(ActionResult::Message { message: "hi".into() }, format!("{who} said: hi"), false));
         assert!(sim.world.pending.is_empty(), "speech queues no system_broadcast");
         receivers(&lines(sim), &format!("[18:00] {who}: hi"))
     }
@@ -1539,10 +1335,7 @@ mod tests {
             heard(&mut sim, Phase::Night, "Moderator"),
             names(&["Elena", "Bram", "Ronan", "Pia", "Taro", "Ava", "Niko", "Moderator"])
         );
-        assert_eq!(
-            heard(&mut sim, Phase::Night, "Niko"),
-            names(&["Moderator", "Elena", "Niko"])
-        );
+        assert_eq!(heard(&mut sim, Phase::Night, "Niko"), names(&["Moderator", "Elena", "Niko"]));
         assert_eq!(heard(&mut sim, Phase::Night, "Bram"), names(&["Moderator", "Bram"]));
         assert_eq!(heard(&mut sim, Phase::Night, "Ronan"), names(&["Ronan"]));
         assert_eq!(heard(&mut sim, Phase::Night, "Pia"), names(&["Pia"]));
@@ -1568,10 +1361,7 @@ mod tests {
         let mut sim = game();
         let status = |sim: &Simulator, n: &str| ww(sim).status_prompt(&sim.world.agents[idx(sim, n)]);
         assert_eq!(status(&sim, "Moderator"), "");
-        assert_eq!(
-            status(&sim, "Pia"),
-            "--- Status ---\nPhase: night (day 0)\nAlive: True\n"
-        );
+        assert_eq!(status(&sim, "Pia"), "--- Status ---\nPhase: night (day 0)\nAlive: True\n");
         assert_eq!(
             status(&sim, "Bram"),
             "--- Status ---\nPhase: night (day 0)\nAlive: True\nWitch potions (save/poison): 0/0\nTonight's victim: none\n"
@@ -1589,20 +1379,11 @@ mod tests {
             status(&sim, "Bram"),
             "--- Status ---\nPhase: day_voting (day 1)\nAlive: True\nWitch potions (save/poison): 0/1\nVote: none\n"
         );
-        assert_eq!(
-            status(&sim, "Pia"),
-            "--- Status ---\nPhase: day_voting (day 1)\nAlive: True\nVote: Niko\n"
-        );
+        assert_eq!(status(&sim, "Pia"), "--- Status ---\nPhase: day_voting (day 1)\nAlive: True\nVote: Niko\n");
         st(&mut sim).kill("Pia");
-        assert_eq!(
-            status(&sim, "Pia"),
-            "--- Status ---\nPhase: day_voting (day 1)\nAlive: False\nVote: none\n"
-        );
+        assert_eq!(status(&sim, "Pia"), "--- Status ---\nPhase: day_voting (day 1)\nAlive: False\nVote: none\n");
         st(&mut sim).phase = Phase::DayDiscussion;
-        assert_eq!(
-            status(&sim, "Ronan"),
-            "--- Status ---\nPhase: day_discussion (day 1)\nAlive: True\n"
-        );
+        assert_eq!(status(&sim, "Ronan"), "--- Status ---\nPhase: day_discussion (day 1)\nAlive: True\n");
     }
 
     #[test]
@@ -1633,22 +1414,13 @@ mod tests {
                 "winner"
             ]
         );
-        assert_eq!(
-            json["state"]["witch_uses"],
-            json!({"Bram": {"heals_left": 1, "poisons_left": 0}})
-        );
-        assert_eq!(
-            json["state"]["witch_actions"],
-            json!({"Bram": {"poison_target": "Niko"}})
-        );
+        assert_eq!(json["state"]["witch_uses"], json!({"Bram": {"heals_left": 1, "poisons_left": 0}}));
+        assert_eq!(json["state"]["witch_actions"], json!({"Bram": {"poison_target": "Niko"}}));
         let back: Scene = serde_json::from_value(json.clone()).unwrap();
         assert_eq!(serde_json::to_value(&back).unwrap(), json);
         // Patching goes through the typed state.
         let mut scene = back;
-        let patch = json!({"phase": "day_voting", "day_count": 3})
-            .as_object()
-            .unwrap()
-            .clone();
+        let patch = json!({"phase": "day_voting", "day_count": 3}).as_object().unwrap().clone();
         scene.patch_state(&patch).unwrap();
         assert_eq!(scene.state_json()["phase"], "day_voting");
         let bad = json!({"phase": "dusk"}).as_object().unwrap().clone();
@@ -1660,13 +1432,8 @@ mod tests {
 
     #[test]
     fn python_repr_of_action_maps() {
-        let call = ActionCall::new("vote_lynch")
-            .with("target", "O'Neil")
-            .with("note", "a\\b\n");
-        assert_eq!(
-            py_action_repr(&call),
-            r#"{'action': 'vote_lynch', 'target': "O'Neil", 'note': 'a\\b\n'}"#
-        );
+        let call = ActionCall::new("vote_lynch").with("target", "O'Neil").with("note", "a\\b\n");
+        assert_eq!(py_action_repr(&call), r#"{'action': 'vote_lynch', 'target': "O'Neil", 'note': 'a\\b\n'}"#);
         assert_eq!(py_str_repr("it's \"x\""), r#"'it\'s "x"'"#);
     }
 
@@ -1675,20 +1442,11 @@ mod tests {
         let scene = format!("{DESCRIPTION}\n{GUIDELINES}").to_lowercase();
         assert!(scene.contains("werewolf") && scene.contains("voting") && scene.contains("vote"));
         assert!(!scene.contains("you are"), "only the name line may say 'You are'");
-        for kind in [
-            ActionKind::VoteLynch,
-            ActionKind::NightKill,
-            ActionKind::OpenVoting,
-            ActionKind::CloseVoting,
-        ] {
+        for kind in [ActionKind::VoteLynch, ActionKind::NightKill, ActionKind::OpenVoting, ActionKind::CloseVoting] {
             let desc = crate::engine::scenes::action_spec(kind).desc;
             assert!(desc.contains("vote") || desc.contains("voting"), "{}", kind.name());
         }
-        assert!(
-            crate::engine::scenes::action_spec(ActionKind::Inspect)
-                .desc
-                .contains("werewolf")
-        );
+        assert!(crate::engine::scenes::action_spec(ActionKind::Inspect).desc.contains("werewolf"));
         for kind in [ActionKind::WitchSave, ActionKind::WitchPoison] {
             let text = format!(
                 "{} {}",
@@ -1704,9 +1462,7 @@ mod tests {
     fn scenario_file_matches_the_builder() {
         let sc = Scenario::shipped("werewolf");
         assert_eq!(sc.default_turns, 400);
-        let Ordering::Cycled { names: order, .. } = &sc.ordering else {
-            panic!("cycled ordering expected")
-        };
+        let Ordering::Cycled { names: order, .. } = &sc.ordering else { panic!("cycled ordering expected") };
         assert_eq!(order.len(), 27);
         let all = names(&ROSTER.map(|(n, _)| n));
         let mut expected = names(&["Elena", "Mira", "Niko", "Elena", "Mira", "Niko", "Ronan", "Bram"]);
@@ -1718,12 +1474,7 @@ mod tests {
         let w = ww(&sim);
         assert_eq!(w.state.roles.len(), 8);
         for a in &sim.world.agents {
-            assert_eq!(
-                a.role(),
-                w.state.role(&a.name),
-                "{}: properties.role and role_map agree",
-                a.name
-            );
+            assert_eq!(a.role(), w.state.role(&a.name), "{}: properties.role and role_map agree", a.name);
             assert_eq!(&*a.style, "concise and natural");
             let profile = match a.role() {
                 None => "You are the Moderator",

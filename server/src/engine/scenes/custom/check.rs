@@ -41,10 +41,7 @@ pub struct CustomError {
 }
 
 fn err<T>(path: impl Into<String>, message: impl Into<String>) -> Result<T, CustomError> {
-    Err(CustomError {
-        path: path.into(),
-        message: message.into(),
-    })
+    Err(CustomError { path: path.into(), message: message.into() })
 }
 
 /// An agent's role is one of the document's.
@@ -56,10 +53,7 @@ pub(crate) fn check_role(doc: &CustomScene, path: &str, role: &str) -> Result<()
 /// ([`PARSE_STACK`]).
 pub(crate) fn check(doc: &CustomScene) -> Result<Programs, CustomError> {
     on_parse_stack(|| {
-        let mut c = Checker {
-            doc,
-            programs: Programs::default(),
-        };
+        let mut c = Checker { doc, programs: Programs::default() };
         c.all().map(|()| c.programs)
     })?
 }
@@ -74,10 +68,7 @@ pub(crate) fn hook_effects(
 ) -> Result<Programs, (usize, CustomError)> {
     let who = if actor { Who::Actor } else { Who::Phase };
     on_parse_stack(|| {
-        let mut c = Checker {
-            doc,
-            programs: Programs::default(),
-        };
+        let mut c = Checker { doc, programs: Programs::default() };
         for (k, e) in effects.iter().enumerate() {
             c.effect("", e, who).map_err(|mut e| {
                 e.path = e.path.trim_start_matches('.').to_string();
@@ -92,10 +83,8 @@ pub(crate) fn hook_effects(
 /// Runs `f` on a thread of its own with the parser's stack ([`PARSE_STACK`]).
 fn on_parse_stack<R: Send>(f: impl FnOnce() -> R + Send) -> Result<R, CustomError> {
     std::thread::scope(|s| {
-        let running = std::thread::Builder::new()
-            .name("custom-scene-check".into())
-            .stack_size(PARSE_STACK)
-            .spawn_scoped(s, f);
+        let running =
+            std::thread::Builder::new().name("custom-scene-check".into()).stack_size(PARSE_STACK).spawn_scoped(s, f);
         match running {
             Ok(handle) => handle.join().or_else(|_| err("", "the check failed")),
             Err(e) => err("", format!("no thread to check on: {e}")),
@@ -134,8 +123,7 @@ fn name(path: &str, n: &str) -> Result<(), CustomError> {
     let ok = !n.is_empty()
         && n.chars().count() <= MAX_NAME_CHARS
         && n.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
-        && n.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        && n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
     if !ok {
         return err(
             path,
@@ -153,11 +141,7 @@ fn name(path: &str, n: &str) -> Result<(), CustomError> {
 fn unique<'n>(path: &str, field: &str, names: impl Iterator<Item = &'n str>) -> Result<(), CustomError> {
     let mut seen = HashSet::new();
     for (i, n) in names.enumerate() {
-        let at = if field.is_empty() {
-            format!("{path}[{i}]")
-        } else {
-            format!("{path}[{i}].{field}")
-        };
+        let at = if field.is_empty() { format!("{path}[{i}]") } else { format!("{path}[{i}].{field}") };
         name(&at, n)?;
         if !seen.insert(n) {
             return err(at, format!("'{n}' is named twice"));
@@ -169,10 +153,7 @@ fn unique<'n>(path: &str, field: &str, names: impl Iterator<Item = &'n str>) -> 
 fn known(path: &str, what: &str, name: &str, names: impl Iterator<Item = String>) -> Result<(), CustomError> {
     let names: Vec<String> = names.collect();
     if !names.iter().any(|n| n == name) {
-        return err(
-            path,
-            format!("no {what} is named '{name}' (the {what}s: {})", names.join(", ")),
-        );
+        return err(path, format!("no {what} is named '{name}' (the {what}s: {})", names.join(", ")));
     }
     Ok(())
 }
@@ -187,41 +168,29 @@ pub(crate) fn coerce(ty: VarType, value: &Value) -> Result<Value, Refused> {
             (None, Some(f)) if f.fract() == 0.0 && f.abs() < 9.0e15 => Ok(Value::from(f as i64)),
             _ => Err(want()),
         },
-        (VarType::Number, Value::Number(n)) => n
-            .as_f64()
-            .and_then(serde_json::Number::from_f64)
-            .map(Value::Number)
-            .ok_or_else(want),
+        (VarType::Number, Value::Number(n)) => {
+            n.as_f64().and_then(serde_json::Number::from_f64).map(Value::Number).ok_or_else(want)
+        }
         (VarType::String, Value::String(s)) => {
             let chars = s.chars().count();
             if chars > MAX_STRING_CHARS {
-                return Err(Refused(format!(
-                    "{chars} characters; a string value may have at most {MAX_STRING_CHARS}"
-                )));
+                return Err(Refused(format!("{chars} characters; a string value may have at most {MAX_STRING_CHARS}")));
             }
             Ok(value.clone())
         }
         (VarType::Bool, Value::Bool(_)) => Ok(value.clone()),
         (VarType::List, Value::Array(items)) => {
             if items.len() > MAX_LIST_LEN {
-                return Err(Refused(format!(
-                    "{} items; a list may have at most {MAX_LIST_LEN}",
-                    items.len()
-                )));
+                return Err(Refused(format!("{} items; a list may have at most {MAX_LIST_LEN}", items.len())));
             }
             for item in items {
                 match item {
                     Value::String(s) if s.chars().count() > MAX_STRING_CHARS => {
-                        return Err(Refused(format!(
-                            "a list item has more than {MAX_STRING_CHARS} characters"
-                        )));
+                        return Err(Refused(format!("a list item has more than {MAX_STRING_CHARS} characters")));
                     }
                     Value::String(_) | Value::Number(_) | Value::Bool(_) => {}
                     other => {
-                        return Err(Refused(format!(
-                            "{} is not a number, string or boolean list item",
-                            short(other)
-                        )));
+                        return Err(Refused(format!("{} is not a number, string or boolean list item", short(other))));
                     }
                 }
             }
@@ -233,19 +202,12 @@ pub(crate) fn coerce(ty: VarType, value: &Value) -> Result<Value, Refused> {
 
 pub(super) fn short(v: &Value) -> String {
     let s = v.to_string();
-    if s.chars().count() > 60 {
-        format!("{}...", s.chars().take(57).collect::<String>())
-    } else {
-        s
-    }
+    if s.chars().count() > 60 { format!("{}...", s.chars().take(57).collect::<String>()) } else { s }
 }
 
 impl Checker<'_> {
     fn expr(&mut self, path: &str, text: &str) -> Result<(), CustomError> {
-        self.programs.add(text).map_err(|e| CustomError {
-            path: path.to_string(),
-            message: e.to_string(),
-        })
+        self.programs.add(text).map_err(|e| CustomError { path: path.to_string(), message: e.to_string() })
     }
 
     fn role(&self, path: &str, role: &str) -> Result<(), CustomError> {
@@ -280,10 +242,7 @@ impl Checker<'_> {
             ("metrics", d.metrics.len(), "metrics"),
         ] {
             if len > MAX_ITEMS {
-                return err(
-                    path,
-                    format!("{len} {what}; a custom scene may have at most {MAX_ITEMS}"),
-                );
+                return err(path, format!("{len} {what}; a custom scene may have at most {MAX_ITEMS}"));
             }
         }
         for (path, empty) in [
@@ -353,19 +312,12 @@ impl Checker<'_> {
         count(&format!("{path}.require"), &a.require, MAX_PER_ITEM, "requirements")?;
         count(&format!("{path}.roles"), &a.roles, MAX_ITEMS, "roles")?;
         count(&format!("{path}.phases"), &a.phases, MAX_ITEMS, "phases")?;
-        unique(
-            &format!("{path}.params"),
-            "name",
-            a.params.iter().map(|p| p.name.as_str()),
-        )?;
+        unique(&format!("{path}.params"), "name", a.params.iter().map(|p| p.name.as_str()))?;
         for (j, p) in a.params.iter().enumerate() {
             let at = format!("{path}.params[{j}]");
             text(&format!("{at}.description"), &p.description)?;
-            let (values, range, length) = (
-                p.values.is_some(),
-                p.min.is_some() || p.max.is_some(),
-                p.max_length.is_some(),
-            );
+            let (values, range, length) =
+                (p.values.is_some(), p.min.is_some() || p.max.is_some(), p.max_length.is_some());
             match p.ty {
                 ParamType::Enum => {
                     let vs = p.values.as_deref().unwrap_or_default();
@@ -432,10 +384,7 @@ impl Checker<'_> {
             Visibility::Public | Visibility::Moderator => {}
         }
         if !a.ends_turn
-            && let Some(k) = a
-                .effects
-                .iter()
-                .position(|e| matches!(e, Effect::Goto(_) | Effect::End(_)))
+            && let Some(k) = a.effects.iter().position(|e| matches!(e, Effect::Goto(_) | Effect::End(_)))
         {
             return err(
                 format!("{path}.ends_turn"),
@@ -482,10 +431,7 @@ impl Checker<'_> {
                     }
                     match (&a.agent, v.per_agent) {
                         (Some(_), false) => {
-                            return err(
-                                format!("{at}.{op}.agent"),
-                                format!("'{}' is shared, not per agent", v.name),
-                            );
+                            return err(format!("{at}.{op}.agent"), format!("'{}' is shared, not per agent", v.name));
                         }
                         (None, true) if who == Who::Phase => {
                             return err(
@@ -503,10 +449,7 @@ impl Checker<'_> {
                 Effect::Transfer(t) => {
                     let v = self.var(&format!("{at}.transfer.var"), &t.var)?;
                     if !v.per_agent || !matches!(v.ty, VarType::Int | VarType::Number) {
-                        return err(
-                            format!("{at}.transfer.var"),
-                            format!("'{}' is not a per-agent number", v.name),
-                        );
+                        return err(format!("{at}.transfer.var"), format!("'{}' is not a per-agent number", v.name));
                     }
                     match &t.from {
                         Some(from) => self.expr(&format!("{at}.transfer.from"), from)?,
@@ -531,12 +474,7 @@ impl Checker<'_> {
                     self.expr(&format!("{at}.vote.choice"), &v.choice)?;
                 }
                 Effect::ClearVotes(t) => {
-                    known(
-                        &format!("{at}.clear_votes"),
-                        "tally",
-                        t,
-                        self.doc.tallies.iter().map(|t| t.name.clone()),
-                    )?;
+                    known(&format!("{at}.clear_votes"), "tally", t, self.doc.tallies.iter().map(|t| t.name.clone()))?;
                 }
                 Effect::Eliminate(x) => self.expr(&format!("{at}.eliminate"), x)?,
                 Effect::Mute(x) => self.expr(&format!("{at}.mute"), x)?,
@@ -559,10 +497,7 @@ impl Checker<'_> {
         if !Hook::ALL.into_iter().any(|h| defines(&hooks.source, h)) {
             return err(
                 "hooks.source",
-                format!(
-                    "defines none of the hooks {} (each is a top-level `def`)",
-                    HOOK_NAMES.join(", ")
-                ),
+                format!("defines none of the hooks {} (each is a top-level `def`)", HOOK_NAMES.join(", ")),
             );
         }
         Ok(())
@@ -592,10 +527,7 @@ impl Checker<'_> {
             _ => {}
         }
         if !(1..=MAX_ROUNDS).contains(&p.max_rounds) {
-            return err(
-                format!("{path}.max_rounds"),
-                format!("{}; from 1 to {MAX_ROUNDS}", p.max_rounds),
-            );
+            return err(format!("{path}.max_rounds"), format!("{}; from 1 to {MAX_ROUNDS}", p.max_rounds));
         }
         self.effects(&format!("{path}.on_enter"), &p.on_enter, Who::Phase)?;
         self.effects(&format!("{path}.on_exit"), &p.on_exit, Who::Phase)?;

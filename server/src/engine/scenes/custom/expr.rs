@@ -41,9 +41,7 @@ pub(crate) const MAX_STRING_CHARS: usize = 10_000;
 
 /// The names an expression may use: the state's parts, and `params` in an action's
 /// `require`, effects and `say` texts.
-pub(crate) const NAMES: [&str; 9] = [
-    "vars", "me", "agents", "agent", "phase", "round", "turn", "tallies", "params",
-];
+pub(crate) const NAMES: [&str; 9] = ["vars", "me", "agents", "agent", "phase", "round", "turn", "tallies", "params"];
 
 const MACROS: [&str; 5] = [".all(", ".exists(", ".exists_one(", ".map(", ".filter("];
 
@@ -65,11 +63,7 @@ pub enum ExprError {
     #[error("'{text}' failed: {message}")]
     Eval { text: String, message: String },
     #[error("'{text}' gives {got}, expected {want}")]
-    Type {
-        text: String,
-        got: String,
-        want: &'static str,
-    },
+    Type { text: String, got: String, want: &'static str },
 }
 
 static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| Arc::new(Env::stdlib()));
@@ -188,9 +182,7 @@ pub(crate) fn compile(text: &str) -> Result<Program, ExprError> {
     if macros > MAX_MACROS {
         return Err(ExprError::TooManyMacros(macros));
     }
-    let program = ENV
-        .compile(text)
-        .map_err(|e| ExprError::Parse(one_line(&e.to_string())))?;
+    let program = ENV.compile(text).map_err(|e| ExprError::Parse(one_line(&e.to_string())))?;
     let d = tree_depth(program.expression());
     if d > MAX_TREE_DEPTH {
         return Err(ExprError::TreeTooDeep(d));
@@ -250,15 +242,8 @@ impl<'a> Scope<'a> {
 
     /// Evaluates `text` (compiled when the document was read) to JSON.
     pub(crate) fn eval(&self, text: &str) -> Result<Value, ExprError> {
-        let eval_err = |message: String| ExprError::Eval {
-            text: text.to_string(),
-            message,
-        };
-        let program = self
-            .programs
-            .0
-            .get(text)
-            .ok_or_else(|| eval_err("not compiled with the document".into()))?;
+        let eval_err = |message: String| ExprError::Eval { text: text.to_string(), message };
+        let program = self.programs.0.get(text).ok_or_else(|| eval_err("not compiled with the document".into()))?;
         let value = program.execute(&self.ctx).map_err(|e| eval_err(e.to_string()))?;
         from_cel(&value).map_err(|e| eval_err(e.0))
     }
@@ -284,11 +269,7 @@ pub(crate) fn type_error(text: &str, got: &Value, want: &'static str) -> ExprErr
         got.truncate(got.floor_char_boundary(77));
         got.push_str("...");
     }
-    ExprError::Type {
-        text: text.to_string(),
-        got,
-        want,
-    }
+    ExprError::Type { text: text.to_string(), got, want }
 }
 
 /// `sum(list)`: the sum of a list of numbers (ints stay ints; any double makes a double).
@@ -300,9 +281,7 @@ fn sum(Arguments(args): Arguments) -> Result<cel::Value, ExecutionError> {
     for v in items.iter() {
         match v {
             cel::Value::Int(i) => {
-                int = int
-                    .checked_add(*i)
-                    .ok_or_else(|| ExecutionError::function_error("sum", "overflow"))?;
+                int = int.checked_add(*i).ok_or_else(|| ExecutionError::function_error("sum", "overflow"))?;
             }
             cel::Value::UInt(u) => {
                 int = i64::try_from(*u)
@@ -317,11 +296,7 @@ fn sum(Arguments(args): Arguments) -> Result<cel::Value, ExecutionError> {
             _ => return Err(ExecutionError::function_error("sum", "a list of numbers")),
         }
     }
-    Ok(if any_float {
-        cel::Value::Float(float + int as f64)
-    } else {
-        cel::Value::Int(int)
-    })
+    Ok(if any_float { cel::Value::Float(float + int as f64) } else { cel::Value::Int(int) })
 }
 
 /// JSON as CEL: integers as `int`, other numbers as `double`, objects as maps.
@@ -336,10 +311,8 @@ pub(crate) fn to_cel(v: &Value) -> cel::Value {
         Value::String(s) => cel::Value::String(Arc::new(s.clone())),
         Value::Array(items) => cel::Value::List(Arc::new(items.iter().map(to_cel).collect())),
         Value::Object(m) => {
-            let map: HashMap<Key, cel::Value> = m
-                .iter()
-                .map(|(k, v)| (Key::String(Arc::new(k.clone())), to_cel(v)))
-                .collect();
+            let map: HashMap<Key, cel::Value> =
+                m.iter().map(|(k, v)| (Key::String(Arc::new(k.clone())), to_cel(v))).collect();
             cel::Value::Map(Map { map: Arc::new(map) })
         }
     }
@@ -418,22 +391,13 @@ mod tests {
         let vars = json!({"pot": 12, "rate": 1.5, "names": ["a", "b"]});
         assert_eq!(eval("vars.pot * 2 + 1", vec![("vars", vars.clone())]), Ok(json!(25)));
         assert_eq!(eval("vars.rate * 2.0", vec![("vars", vars.clone())]), Ok(json!(3.0)));
-        assert_eq!(
-            eval(
-                "size(vars.names) == 2 && 'a' in vars.names",
-                vec![("vars", vars.clone())]
-            ),
-            Ok(json!(true))
-        );
+        assert_eq!(eval("size(vars.names) == 2 && 'a' in vars.names", vec![("vars", vars.clone())]), Ok(json!(true)));
         assert_eq!(eval("sum([1, 2, 3])", vec![]), Ok(json!(6)));
         assert_eq!(eval("sum([1, 2.5])", vec![]), Ok(json!(3.5)));
         assert_eq!(
             eval(
                 "agents.filter(a, a.role == 'juror').map(a, a.name)",
-                vec![(
-                    "agents",
-                    json!([{"name": "A", "role": "juror"}, {"name": "B", "role": "judge"}])
-                )]
+                vec![("agents", json!([{"name": "A", "role": "juror"}, {"name": "B", "role": "judge"}]))]
             ),
             Ok(json!(["A"]))
         );
@@ -445,17 +409,11 @@ mod tests {
         let deep = format!("{}1{}", "(".repeat(40), ")".repeat(40));
         assert_eq!(compile(&deep).unwrap_err(), ExprError::TooDeep(40));
         assert_eq!(compile(&"!".repeat(30)).unwrap_err(), ExprError::TooDeep(30));
-        assert!(matches!(
-            compile(&"true ? 1 : ".repeat(30)),
-            Err(ExprError::TooLong(_) | ExprError::TooDeep(_))
-        ));
+        assert!(matches!(compile(&"true ? 1 : ".repeat(30)), Err(ExprError::TooLong(_) | ExprError::TooDeep(_))));
         let looping = "agents.map(a, agents.map(b, agents.map(c, 1)))";
         assert_eq!(compile(looping).unwrap_err(), ExprError::TooManyMacros(3));
         assert!(matches!(compile("vars.x +"), Err(ExprError::Parse(_))));
-        assert_eq!(
-            compile("secret.key == 1").unwrap_err(),
-            ExprError::UnknownName("secret".into())
-        );
+        assert_eq!(compile("secret.key == 1").unwrap_err(), ExprError::UnknownName("secret".into()));
         // A string literal's brackets are not nesting.
         assert!(compile(&format!("'{}' == phase", "(".repeat(100))).is_ok());
     }

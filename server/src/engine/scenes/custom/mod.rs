@@ -238,10 +238,7 @@ impl Custom {
 
     fn member_mut(&mut self, agent: &str) -> Result<&mut Member, Refused> {
         let names = self.state.agents.keys().cloned().collect::<Vec<_>>().join(", ");
-        self.state
-            .agents
-            .get_mut(agent)
-            .ok_or_else(|| Refused(format!("unknown agent '{agent}' (agents: {names})")))
+        self.state.agents.get_mut(agent).ok_or_else(|| Refused(format!("unknown agent '{agent}' (agents: {names})")))
     }
 
     // ---- the view expressions see ----
@@ -316,16 +313,10 @@ impl Custom {
 
     /// The names expressions see, over `state` for `actor`.
     fn bindings(&self, state: &CustomState, actor: Option<&str>) -> Vec<(&'static str, Value)> {
-        let me = actor
-            .and_then(|a| state.agents.get(a).map(|m| Self::member_view(state, a, m)))
-            .unwrap_or_else(
-                || json!({"name": "", "role": "", "alive": false, "muted": false, "acted": false, "vars": {}}),
-            );
-        let agents: Vec<Value> = state
-            .agents
-            .iter()
-            .map(|(n, m)| Self::member_view(state, n, m))
-            .collect();
+        let me = actor.and_then(|a| state.agents.get(a).map(|m| Self::member_view(state, a, m))).unwrap_or_else(
+            || json!({"name": "", "role": "", "alive": false, "muted": false, "acted": false, "vars": {}}),
+        );
+        let agents: Vec<Value> = state.agents.iter().map(|(n, m)| Self::member_view(state, n, m)).collect();
         let by_name: serde_json::Map<String, Value> =
             state.agents.keys().cloned().zip(agents.iter().cloned()).collect();
         vec![
@@ -389,38 +380,19 @@ impl Custom {
         let name = hook.name();
         let seed = world.rng.next_u64();
         let runner = world.hooks.runner().ok_or(HookError::NoRunner { hook: name })?;
-        let call = HookCall {
-            source,
-            hook,
-            state: self.hook_view(state),
-            arg,
-            seed,
-        };
-        let answer = runner.call(&call).map_err(|e| HookError::Call {
-            hook: name,
-            message: e.0,
-        })?;
+        let call = HookCall { source, hook, state: self.hook_view(state), arg, seed };
+        let answer = runner.call(&call).map_err(|e| HookError::Call { hook: name, message: e.0 })?;
         let items = match answer {
             Value::Null => Vec::new(),
             Value::Array(items) => items,
             other => {
-                return Err(HookError::NotAList {
-                    hook: name,
-                    got: check::short(&other),
-                });
+                return Err(HookError::NotAList { hook: name, got: check::short(&other) });
             }
         };
         if items.len() > MAX_HOOK_EFFECTS {
-            return Err(HookError::TooMany {
-                hook: name,
-                count: items.len(),
-            });
+            return Err(HookError::TooMany { hook: name, count: items.len() });
         }
-        let bad = |index: usize, message: String| HookError::Effect {
-            hook: name,
-            index,
-            message,
-        };
+        let bad = |index: usize, message: String| HookError::Effect { hook: name, index, message };
         let effects = items
             .into_iter()
             .enumerate()
@@ -429,10 +401,7 @@ impl Custom {
         if hook == Hook::Outcome
             && let Some(i) = effects.iter().position(|e| matches!(e, Effect::Goto(_)))
         {
-            return Err(bad(
-                i,
-                "goto: the scene is ending; an outcome hook may end it otherwise, not go on".into(),
-            ));
+            return Err(bad(i, "goto: the scene is ending; an outcome hook may end it otherwise, not go on".into()));
         }
         let programs = check::hook_effects(self.doc(), &effects, hook == Hook::OnAction)
             .map_err(|(i, e)| bad(i, e.to_string()))?;
@@ -458,11 +427,7 @@ impl Custom {
         for (index, e) in effects.iter().enumerate() {
             let f = self
                 .apply(&scope, state, actor, std::slice::from_ref(e), lines)
-                .map_err(|r| HookError::Effect {
-                    hook: hook.name(),
-                    index,
-                    message: r.0,
-                })?;
+                .map_err(|r| HookError::Effect { hook: hook.name(), index, message: r.0 })?;
             flow = flow.or(f);
         }
         Ok(flow)
@@ -530,20 +495,12 @@ impl Custom {
         let Some(m) = self.state.agents.get(agent) else {
             return Vec::new();
         };
-        self.doc()
-            .actions
-            .iter()
-            .filter(|a| a.roles.is_empty() || a.roles.contains(&m.role))
-            .collect()
+        self.doc().actions.iter().filter(|a| a.roles.is_empty() || a.roles.contains(&m.role)).collect()
     }
 
     fn legal_actions(&self, agent: &str) -> Vec<&ActionDef> {
         let scope = self.scope(&self.state, Some(agent));
-        self.doc()
-            .actions
-            .iter()
-            .filter(|a| self.legal(&scope, agent, a))
-            .collect()
+        self.doc().actions.iter().filter(|a| self.legal(&scope, agent, a)).collect()
     }
 
     /// The usage block of an action: how to write it and what each field takes.
@@ -570,12 +527,7 @@ impl Custom {
             // still in is said in the status line.
             ParamType::Agent => format!(
                 "the name of one of {}",
-                self.state
-                    .agents
-                    .keys()
-                    .map(String::as_str)
-                    .collect::<Vec<_>>()
-                    .join(" | ")
+                self.state.agents.keys().map(String::as_str).collect::<Vec<_>>().join(" | ")
             ),
         }
     }
@@ -587,23 +539,15 @@ impl Custom {
             return Err(Refused(if fields.is_empty() {
                 format!("{} takes no fields, but <{extra}> was given.", a.name)
             } else {
-                format!(
-                    "<{extra}> is not a field of {} (its fields: {}).",
-                    a.name,
-                    fields.join(", ")
-                )
+                format!("<{extra}> is not a field of {} (its fields: {}).", a.name, fields.join(", "))
             }));
         }
         let mut out = serde_json::Map::new();
         for p in &a.params {
-            let raw = call.fields.get(&p.name).ok_or_else(|| {
-                Refused(format!(
-                    "{} needs the field <{}>: {}.",
-                    a.name,
-                    p.name,
-                    self.param_spec(p)
-                ))
-            })?;
+            let raw = call
+                .fields
+                .get(&p.name)
+                .ok_or_else(|| Refused(format!("{} needs the field <{}>: {}.", a.name, p.name, self.param_spec(p))))?;
             let bad = || {
                 Refused(format!(
                     "<{}> must be {}; got '{}'.",
@@ -648,10 +592,7 @@ impl Custom {
         self.turn_of = Some(name.clone());
         let fail = |world: &mut World, msg: String| {
             world.feedback(actor, &msg);
-            Ok(Outcome::fail(
-                ActionResult::error(msg),
-                format!("{name} failed to {}", a.name),
-            ))
+            Ok(Outcome::fail(ActionResult::error(msg), format!("{name} failed to {}", a.name)))
         };
         let mut scope = self.scope(&self.state, Some(&name));
         if !self.legal(&scope, &name, a) {
@@ -686,14 +627,7 @@ impl Custom {
         let action = json!({"actor": name, "name": a.name, "params": params});
         let flow = match self.call_hook(Hook::OnAction, &next, Some(action), world) {
             Some(answer) => {
-                match self.apply_hook(
-                    Hook::OnAction,
-                    &answer,
-                    &mut next,
-                    Some(&name),
-                    Some(&params),
-                    &mut lines,
-                ) {
+                match self.apply_hook(Hook::OnAction, &answer, &mut next, Some(&name), Some(&params), &mut lines) {
                     Ok(f) => flow.or(f),
                     Err(e) => {
                         world.hook_failure.get_or_insert(e);
@@ -724,9 +658,7 @@ impl Custom {
                                 shown = format!("{name}: {message}");
                             }
                             if !said {
-                                result = ActionResult::Message {
-                                    message: message.clone(),
-                                };
+                                result = ActionResult::Message { message: message.clone() };
                             }
                             SceneEvent::Message { sender, message }
                         }
@@ -772,13 +704,7 @@ impl Custom {
 
     /// The agents besides the actor who see an action.
     fn audience(&self, actor: usize, a: &ActionDef, params: &Value, world: &World) -> Vec<usize> {
-        let role = |i: usize| {
-            self.state
-                .agents
-                .get(&world.agents[i].name)
-                .map(|m| m.role.as_str())
-                .unwrap_or("")
-        };
+        let role = |i: usize| self.state.agents.get(&world.agents[i].name).map(|m| m.role.as_str()).unwrap_or("");
         let moderator = |i: usize| self.doc().roles.iter().any(|r| r.moderator && r.name == role(i));
         (0..world.agents.len())
             .filter(|&i| i != actor)
@@ -814,19 +740,11 @@ impl Custom {
                 Effect::Reveal(text) => lines.push(Line::Reveal(scope.string(text).map_err(err)?)),
                 Effect::Set(asg) | Effect::Add(asg) => {
                     let add = matches!(effect, Effect::Add(_));
-                    let def = self
-                        .doc()
-                        .variables
-                        .iter()
-                        .find(|v| v.name == asg.var)
-                        .expect("checked with the document");
+                    let def =
+                        self.doc().variables.iter().find(|v| v.name == asg.var).expect("checked with the document");
                     let value = scope.eval(&asg.value).map_err(err)?;
                     let change = |old: Option<&Value>| -> Result<Value, Fail> {
-                        let new = if add {
-                            added(def.ty, old, &value)?
-                        } else {
-                            value.clone()
-                        };
+                        let new = if add { added(def.ty, old, &value)? } else { value.clone() };
                         coerce(def.ty, &new).map_err(|m| Refused(format!("{}: {m}", asg.var)))
                     };
                     if def.per_agent {
@@ -841,17 +759,10 @@ impl Custom {
                     }
                 }
                 Effect::Transfer(t) => {
-                    let def = self
-                        .doc()
-                        .variables
-                        .iter()
-                        .find(|v| v.name == t.var)
-                        .expect("checked with the document");
+                    let def = self.doc().variables.iter().find(|v| v.name == t.var).expect("checked with the document");
                     let amount = scope.eval(&t.amount).map_err(err)?;
                     let n = amount.as_f64().filter(|n| *n >= 0.0).ok_or_else(|| {
-                        Refused(format!(
-                            "a transfer's amount must be a number of at least 0, not {amount}"
-                        ))
+                        Refused(format!("a transfer's amount must be a number of at least 0, not {amount}"))
                     })?;
                     let from = one_target(scope, t.from.as_deref(), actor)?;
                     let to = one_target(scope, Some(&t.to), actor)?;
@@ -862,16 +773,14 @@ impl Custom {
                         return Err(Refused(format!("{from} has only {has} {}, not {n}.", t.var)));
                     }
                     let less = added(def.ty, giver.vars.get(&t.var), &negate(&amount))?;
-                    giver.vars.insert(
-                        t.var.clone(),
-                        coerce(def.ty, &less).map_err(|m| Refused(format!("{}: {m}", t.var)))?,
-                    );
+                    giver
+                        .vars
+                        .insert(t.var.clone(), coerce(def.ty, &less).map_err(|m| Refused(format!("{}: {m}", t.var)))?);
                     let taker = member(state, &to)?;
                     let more = added(def.ty, taker.vars.get(&t.var), &amount)?;
-                    taker.vars.insert(
-                        t.var.clone(),
-                        coerce(def.ty, &more).map_err(|m| Refused(format!("{}: {m}", t.var)))?,
-                    );
+                    taker
+                        .vars
+                        .insert(t.var.clone(), coerce(def.ty, &more).map_err(|m| Refused(format!("{}: {m}", t.var)))?);
                 }
                 Effect::Vote(v) => {
                     let choice = scope.eval(&v.choice).map_err(err)?;
@@ -879,11 +788,7 @@ impl Custom {
                         return Err(Refused(format!("a vote is a string, number or boolean, not {choice}")));
                     }
                     let voter = actor.ok_or_else(|| Refused("a vote needs a voter".into()))?;
-                    state
-                        .votes
-                        .entry(v.tally.clone())
-                        .or_default()
-                        .insert(voter.to_string(), choice);
+                    state.votes.entry(v.tally.clone()).or_default().insert(voter.to_string(), choice);
                 }
                 Effect::ClearVotes(t) => {
                     state.votes.entry(t.clone()).or_default().clear();
@@ -927,10 +832,7 @@ impl Custom {
                 flow
             }
             Err(msg) => {
-                let text = format!(
-                    "phase {}: an effect failed and nothing changed: {msg}",
-                    self.state.phase
-                );
+                let text = format!("phase {}: an effect failed and nothing changed: {msg}", self.state.phase);
                 world.broadcast(&SceneEvent::public_with("Error", text), time, None);
                 None
             }
@@ -969,11 +871,8 @@ impl Custom {
         s.queue.clear();
         s.next = 0;
         let def = self.phase_def().cloned().expect("phases are checked with the document");
-        let text = if def.description.is_empty() {
-            def.name.clone()
-        } else {
-            format!("{}: {}", def.name, def.description)
-        };
+        let text =
+            if def.description.is_empty() { def.name.clone() } else { format!("{}: {}", def.name, def.description) };
         if def.announce {
             world.broadcast(&SceneEvent::public_with("Phase", text), Some(self.state.time), None);
         }
@@ -1058,12 +957,7 @@ impl Custom {
             return false;
         }
         let scope = self.scope(&self.state, None);
-        let hit = self
-            .doc()
-            .endings
-            .iter()
-            .find(|e| scope.bool(&e.when).unwrap_or(false))
-            .map(|e| e.outcome.clone());
+        let hit = self.doc().endings.iter().find(|e| scope.bool(&e.when).unwrap_or(false)).map(|e| e.outcome.clone());
         drop(scope);
         match hit {
             Some(outcome) => {
@@ -1130,27 +1024,18 @@ impl Custom {
         let Some(m) = self.state.agents.get(agent) else {
             return String::new();
         };
-        let mut s = format!(
-            "phase {}, pass {}; your role: {}",
-            self.state.phase, self.state.round, m.role
-        );
+        let mut s = format!("phase {}, pass {}; your role: {}", self.state.phase, self.state.round, m.role);
         if !m.alive {
             s.push_str("; you are out of the game");
         } else if m.muted {
             s.push_str("; you are muted");
         }
-        let shown = |per_agent: bool| {
-            self.doc()
-                .variables
-                .iter()
-                .filter(move |v| v.per_agent == per_agent && !v.hidden)
-        };
-        let yours: Vec<String> = shown(true)
-            .filter_map(|v| Some(format!("{} = {}", v.name, m.vars.get(&v.name)?)))
-            .collect();
-        let shared: Vec<String> = shown(false)
-            .filter_map(|v| Some(format!("{} = {}", v.name, self.state.vars.get(&v.name)?)))
-            .collect();
+        let shown =
+            |per_agent: bool| self.doc().variables.iter().filter(move |v| v.per_agent == per_agent && !v.hidden);
+        let yours: Vec<String> =
+            shown(true).filter_map(|v| Some(format!("{} = {}", v.name, m.vars.get(&v.name)?))).collect();
+        let shared: Vec<String> =
+            shown(false).filter_map(|v| Some(format!("{} = {}", v.name, self.state.vars.get(&v.name)?))).collect();
         if !yours.is_empty() {
             s.push_str(&format!("; yours: {}", yours.join(", ")));
         }
@@ -1161,13 +1046,7 @@ impl Custom {
             s.push_str(&format!("; {}", p.description.replace('\n', " ")));
         }
         if self.state.agents.values().any(|m| !m.alive) {
-            let alive: Vec<&str> = self
-                .state
-                .agents
-                .iter()
-                .filter(|(_, m)| m.alive)
-                .map(|(n, _)| n.as_str())
-                .collect();
+            let alive: Vec<&str> = self.state.agents.iter().filter(|(_, m)| m.alive).map(|(n, _)| n.as_str()).collect();
             s.push_str(&format!("; {IN_THE_GAME}{}", alive.join(" | ")));
         }
         if m.alive && self.state.outcome.is_none() {
@@ -1190,11 +1069,8 @@ fn choice_key(v: &Value) -> String {
 
 /// The action as its audience reads it: `Ann: offer (amount: 40)`.
 fn summary(name: &str, a: &ActionDef, params: &Value) -> String {
-    let fields: Vec<String> = a
-        .params
-        .iter()
-        .filter_map(|p| Some(format!("{}: {}", p.name, choice_key(params.get(&p.name)?))))
-        .collect();
+    let fields: Vec<String> =
+        a.params.iter().filter_map(|p| Some(format!("{}: {}", p.name, choice_key(params.get(&p.name)?)))).collect();
     if fields.is_empty() {
         format!("{name}: {}", a.name)
     } else {
@@ -1203,18 +1079,13 @@ fn summary(name: &str, a: &ActionDef, params: &Value) -> String {
 }
 
 fn member<'s>(state: &'s mut CustomState, who: &str) -> Result<&'s mut Member, Fail> {
-    state
-        .agents
-        .get_mut(who)
-        .ok_or_else(|| Refused(format!("there is no agent named '{who}'")))
+    state.agents.get_mut(who).ok_or_else(|| Refused(format!("there is no agent named '{who}'")))
 }
 
 /// The agents an effect names: a string or a list of strings (the actor when none is given).
 fn targets(scope: &Scope, text: Option<&str>, actor: Option<&str>) -> Result<Vec<String>, Fail> {
     let Some(text) = text else {
-        return actor
-            .map(|a| vec![a.to_string()])
-            .ok_or_else(|| Refused("no agent is named".into()));
+        return actor.map(|a| vec![a.to_string()]).ok_or_else(|| Refused("no agent is named".into()));
     };
     match scope.eval(text).map_err(|e| Refused(e.to_string()))? {
         Value::String(s) => Ok(vec![s]),
@@ -1225,19 +1096,14 @@ fn targets(scope: &Scope, text: Option<&str>, actor: Option<&str>) -> Result<Vec
                 other => Err(Refused(format!("'{text}' gives {other}, not an agent's name"))),
             })
             .collect(),
-        other => Err(Refused(format!(
-            "'{text}' gives {other}, not an agent's name or a list of names"
-        ))),
+        other => Err(Refused(format!("'{text}' gives {other}, not an agent's name or a list of names"))),
     }
 }
 
 fn one_target(scope: &Scope, text: Option<&str>, actor: Option<&str>) -> Result<String, Fail> {
     match targets(scope, text, actor)?.as_slice() {
         [one] => Ok(one.clone()),
-        many => Err(Refused(format!(
-            "a transfer names one agent on each side, not {}",
-            many.len()
-        ))),
+        many => Err(Refused(format!("a transfer names one agent on each side, not {}", many.len()))),
     }
 }
 
@@ -1261,8 +1127,7 @@ fn added(ty: VarType, old: Option<&Value>, value: &Value) -> Result<Value, Fail>
         }
         VarType::Number => {
             let (a, b) = (old.as_f64().unwrap_or(0.0), value.as_f64());
-            b.map(|b| json!(a + b))
-                .ok_or_else(|| Refused(format!("cannot add {value} to the number {a}")))
+            b.map(|b| json!(a + b)).ok_or_else(|| Refused(format!("cannot add {value} to the number {a}")))
         }
         VarType::List => {
             let mut items = old.as_array().cloned().unwrap_or_default();
@@ -1301,19 +1166,11 @@ impl SceneRules for Custom {
             own.push('\n');
             own.push_str(&r.instructions);
         }
-        text.guidelines = if text.guidelines.is_empty() {
-            own
-        } else {
-            format!("{}\n\n{own}", text.guidelines)
-        };
+        text.guidelines = if text.guidelines.is_empty() { own } else { format!("{}\n\n{own}", text.guidelines) };
         text.own_actions = self
             .role_actions(&agent.name)
             .into_iter()
-            .map(|a| OwnAction {
-                name: a.name.clone(),
-                description: a.description.clone(),
-                usage: self.usage(a),
-            })
+            .map(|a| OwnAction { name: a.name.clone(), description: a.description.clone(), usage: self.usage(a) })
             .collect();
         text
     }
@@ -1346,15 +1203,9 @@ impl SceneRules for Custom {
                 .filter(|v| v.per_agent)
                 .map(|v| (v.name.clone(), coerce(v.ty, &v.initial).unwrap_or(Value::Null)))
                 .collect();
-            self.state.agents.insert(
-                agent.name.clone(),
-                Member {
-                    role: role.to_string(),
-                    alive: true,
-                    muted: false,
-                    vars,
-                },
-            );
+            self.state
+                .agents
+                .insert(agent.name.clone(), Member { role: role.to_string(), alive: true, muted: false, vars });
         }
         let first = doc.phases[0].name.clone();
         self.follow(Some(Flow::Goto(first)), world);

@@ -21,9 +21,7 @@ impl LlmClient for Scripted {
 }
 
 fn shipped(id: &str) -> Value {
-    let path = crate::embedded::assets_dir()
-        .unwrap()
-        .join(format!("scenarios/{id}.json"));
+    let path = crate::embedded::assets_dir().unwrap().join(format!("scenarios/{id}.json"));
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
@@ -60,26 +58,14 @@ fn every_shipped_custom_game_reaches_a_named_outcome_with_the_scripted_player() 
             let (report, events) = sim.run_blocking(400, &Scripted);
             let report = report.unwrap();
             let outcome = custom(&sim).state.outcome.clone();
-            assert!(
-                report.complete,
-                "{id} seed {seed}: not over after {} turns",
-                report.turns
-            );
-            assert!(
-                outcome.as_deref().is_some_and(|o| outcomes.contains(&o)),
-                "{id} seed {seed}: {outcome:?}"
-            );
+            assert!(report.complete, "{id} seed {seed}: not over after {} turns", report.turns);
+            assert!(outcome.as_deref().is_some_and(|o| outcomes.contains(&o)), "{id} seed {seed}: {outcome:?}");
             // Nothing the scripted player wrote was refused as malformed.
-            let refused = events
-                .iter()
-                .filter(|e| e.kind.as_str() == "action_end" && e.data["success"] == false)
-                .count();
+            let refused =
+                events.iter().filter(|e| e.kind.as_str() == "action_end" && e.data["success"] == false).count();
             let errors = events.iter().filter(|e| e.kind.as_str() == "agent_error").count();
             assert_eq!(errors, 0, "{id} seed {seed}");
-            assert!(
-                refused * 5 <= events.len(),
-                "{id} seed {seed}: {refused} refused actions"
-            );
+            assert!(refused * 5 <= events.len(), "{id} seed {seed}: {refused} refused actions");
         }
     }
 }
@@ -107,10 +93,7 @@ fn metrics_read_the_final_state() {
     // Five rounds of 10 coins each, doubled pots shared: every coin is accounted for.
     let coins: i64 = c.state.agents.values().map(|m| m.vars["coins"].as_i64().unwrap()).sum();
     let pots = total.as_i64().unwrap();
-    assert!(
-        (coins - (4 * 5 * 10 - pots + 2 * pots)).abs() <= 4 * 5,
-        "{coins} {pots}"
-    );
+    assert!((coins - (4 * 5 * 10 - pots + 2 * pots)).abs() <= 4 * 5, "{coins} {pots}");
     assert_eq!(c.metric("nothing"), None);
 }
 
@@ -129,10 +112,7 @@ fn prompts_show_the_setting_the_roles_instructions_and_only_the_legal_actions() 
     let pat = prompt(&sim, "Pat");
     assert!(pat.contains("Two strangers split 100 coins once."));
     assert!(pat.contains("Your role: proposer.\nMake one offer"));
-    assert!(
-        !pat.contains("Accept the offer or reject it"),
-        "another role's instructions"
-    );
+    assert!(!pat.contains("Accept the offer or reject it"), "another role's instructions");
     assert!(pat.contains("Available Actions:\n- offer: offer the responder part of the 100 coins\n- yield:"));
     assert!(
         pat.contains("<Action name=\"offer\"><amount>…</amount></Action>\n  <amount>: a whole number from 0 to 100\n")
@@ -140,21 +120,10 @@ fn prompts_show_the_setting_the_roles_instructions_and_only_the_legal_actions() 
     // The catalogue is the role's, whatever the phase (so a prompt's start never changes);
     // each turn's status line says which moves are open now.
     let robin = prompt(&sim, "Robin");
-    assert!(
-        robin.contains("- accept:") && !robin.contains("- offer:"),
-        "the responder's own"
-    );
+    assert!(robin.contains("- accept:") && !robin.contains("- offer:"), "the responder's own");
     let c = custom(&sim);
-    assert!(
-        c.status("Pat").ends_with("moves open now: offer | yield"),
-        "{}",
-        c.status("Pat")
-    );
-    assert!(
-        c.status("Robin").ends_with("moves open now: yield"),
-        "{}",
-        c.status("Robin")
-    );
+    assert!(c.status("Pat").ends_with("moves open now: offer | yield"), "{}", c.status("Pat"));
+    assert!(c.status("Robin").ends_with("moves open now: yield"), "{}", c.status("Robin"));
 }
 
 fn act(sim: &mut Simulator, agent: &str, xml: &str) -> Vec<crate::engine::Event> {
@@ -166,10 +135,7 @@ fn act(sim: &mut Simulator, agent: &str, xml: &str) -> Vec<crate::engine::Event>
             Box::pin(async move { Ok(r) })
         }
     }
-    assert_eq!(
-        super::super::SceneRules::controlled_next(custom(sim), &sim.world).as_deref(),
-        Some(agent)
-    );
+    assert_eq!(super::super::SceneRules::controlled_next(custom(sim), &sim.world).as_deref(), Some(agent));
     sim.max_steps_per_turn = 1;
     let (report, events) = sim.run_blocking(1, &Fixed(reply));
     report.unwrap();
@@ -186,10 +152,7 @@ fn failure(events: &[crate::engine::Event]) -> Option<String> {
 #[test]
 fn parameters_are_read_strictly_and_a_refused_action_changes_nothing() {
     for (xml, want) in [
-        (
-            "<Action name=\"offer\" />",
-            "offer needs the field <amount>: a whole number from 0 to 100.",
-        ),
+        ("<Action name=\"offer\" />", "offer needs the field <amount>: a whole number from 0 to 100."),
         (
             "<Action name=\"offer\"><amount>101</amount></Action>",
             "<amount> must be a whole number from 0 to 100; got '101'.",
@@ -211,13 +174,7 @@ fn parameters_are_read_strictly_and_a_refused_action_changes_nothing() {
         let after = &custom(&sim).state;
         assert_eq!(
             (&after.vars, &after.agents, &after.votes, &after.acted, &after.phase),
-            (
-                &before.vars,
-                &before.agents,
-                &before.votes,
-                &before.acted,
-                &before.phase
-            ),
+            (&before.vars, &before.agents, &before.votes, &before.acted, &before.phase),
             "{xml}"
         );
     }
@@ -245,11 +202,7 @@ fn a_private_action_reaches_only_the_actor_and_the_moderators() {
     let mut c = custom(&sim).clone();
     c.state.phase = "ballot".into();
     sim.scene = Scene::Custom(c);
-    let events = act(
-        &mut sim,
-        "Foreperson",
-        "<Action name=\"cast_vote\"><verdict>guilty</verdict></Action>",
-    );
+    let events = act(&mut sim, "Foreperson", "<Action name=\"cast_vote\"><verdict>guilty</verdict></Action>");
     assert_eq!(failure(&events), None);
     let told: Vec<&str> = events
         .iter()
@@ -275,28 +228,13 @@ fn the_branch_ops_set_variables_and_roles_by_name_and_type() {
     assert_eq!(c.state.vars["offer"], json!(30));
     c.set_var("payoff", &json!(5), Some("Robin")).unwrap();
     assert_eq!(c.state.agents["Robin"].vars["payoff"], json!(5));
-    assert_eq!(
-        c.set_var("pot", &json!(1), None).unwrap_err().0,
-        "unknown variable 'pot' (variables: offer, payoff)"
-    );
-    assert_eq!(
-        c.set_var("offer", &json!("x"), None).unwrap_err().0,
-        "value: \"x\" is not a value of type int"
-    );
-    assert_eq!(
-        c.set_var("payoff", &json!(1), None).unwrap_err().0,
-        "'payoff' is per agent: say whose with `agent`"
-    );
-    assert_eq!(
-        c.set_var("payoff", &json!(1), Some("Zed")).unwrap_err().0,
-        "unknown agent 'Zed' (agents: Pat, Robin)"
-    );
+    assert_eq!(c.set_var("pot", &json!(1), None).unwrap_err().0, "unknown variable 'pot' (variables: offer, payoff)");
+    assert_eq!(c.set_var("offer", &json!("x"), None).unwrap_err().0, "value: \"x\" is not a value of type int");
+    assert_eq!(c.set_var("payoff", &json!(1), None).unwrap_err().0, "'payoff' is per agent: say whose with `agent`");
+    assert_eq!(c.set_var("payoff", &json!(1), Some("Zed")).unwrap_err().0, "unknown agent 'Zed' (agents: Pat, Robin)");
     c.set_role("Robin", "proposer").unwrap();
     assert_eq!(c.state.agents["Robin"].role, "proposer");
-    assert_eq!(
-        c.set_role("Robin", "king").unwrap_err().0,
-        "unknown role 'king' (roles: proposer, responder)"
-    );
+    assert_eq!(c.set_role("Robin", "king").unwrap_err().0, "unknown role 'king' (roles: proposer, responder)");
 }
 
 #[test]
@@ -354,9 +292,8 @@ fn the_minimal_document_runs() {
 
 #[test]
 fn hostile_documents_are_refused_at_their_paths() {
-    let many_actions: Vec<Value> = (0..100_000)
-        .map(|i| json!({"name": format!("a{i}"), "description": "x", "effects": []}))
-        .collect();
+    let many_actions: Vec<Value> =
+        (0..100_000).map(|i| json!({"name": format!("a{i}"), "description": "x", "effects": []})).collect();
     let many_phases: Vec<Value> = (0..100_000)
         .map(|i| json!({"name": format!("p{i}"), "ends": "all_acted", "next": [{"end": "done"}]}))
         .collect();
@@ -375,48 +312,30 @@ fn hostile_documents_are_refused_at_their_paths() {
             "scene.config.actions[0].when: 10004 characters; an expression may have at most 500",
         ),
         (
-            with(
-                &["actions", "0", "when"],
-                json!(format!("{}true{}", "[".repeat(30), "]".repeat(30))),
-            ),
+            with(&["actions", "0", "when"], json!(format!("{}true{}", "[".repeat(30), "]".repeat(30)))),
             "scene.config.actions[0].when: nested 30 deep; at most 16 levels of brackets, conditionals and prefix operators",
         ),
         (
-            with(
-                &["actions", "0", "when"],
-                json!("agents.all(a, agents.all(b, agents.all(c, true)))"),
-            ),
+            with(&["actions", "0", "when"], json!("agents.all(a, agents.all(b, agents.all(c, true)))")),
             "scene.config.actions[0].when: 3 list macros (all, exists, exists_one, map, filter); at most 2",
         ),
-        (
-            with(&["actions", "0", "when"], json!("vars.n >")),
-            "scene.config.actions[0].when: does not parse",
-        ),
+        (with(&["actions", "0", "when"], json!("vars.n >")), "scene.config.actions[0].when: does not parse"),
         (
             with(&["actions", "0", "when"], json!("env.HOME == ''")),
             "scene.config.actions[0].when: uses 'env', which is not a name of the state",
         ),
-        (
-            with(&["setting"], json!("x".repeat(20_001))),
-            "scene.config.setting: 20001 characters; at most 20000",
-        ),
+        (with(&["setting"], json!("x".repeat(20_001))), "scene.config.setting: 20001 characters; at most 20000"),
         (
             with(&["roles"], json!([{"name": "member"}, {"name": "member"}])),
             "scene.config.roles[1].name: 'member' is named twice",
         ),
-        (
-            with(&["actions", "0", "name"], json!("Bump It")),
-            "scene.config.actions[0].name: 'Bump It' is not a name",
-        ),
+        (with(&["actions", "0", "name"], json!("Bump It")), "scene.config.actions[0].name: 'Bump It' is not a name"),
         (
             with(&["actions", "0", "name"], json!("yield")),
             "scene.config.actions[0].name: 'yield' is every agent's own action",
         ),
         (
-            with(
-                &["actions", "0", "effects"],
-                json!([{"add": {"var": "m", "value": "1"}}]),
-            ),
+            with(&["actions", "0", "effects"], json!([{"add": {"var": "m", "value": "1"}}])),
             "scene.config.actions[0].effects[0].add.var: no variable is named 'm' (the variables: n)",
         ),
         (
@@ -427,10 +346,7 @@ fn hostile_documents_are_refused_at_their_paths() {
             with(&["actions", "0", "effects"], json!([{"teleport": "x"}])),
             "scene.config.actions[0].effects[0]: unknown variant `teleport`",
         ),
-        (
-            with(&["actions", "0", "colour"], json!("red")),
-            "scene.config.actions[0].colour: unknown field `colour`",
-        ),
+        (with(&["actions", "0", "colour"], json!("red")), "scene.config.actions[0].colour: unknown field `colour`"),
         (
             with(
                 &["phases"],
@@ -460,17 +376,11 @@ fn hostile_documents_are_refused_at_their_paths() {
             "scene.config.variables[0].initial: \"zero\" is not a value of type int",
         ),
         (
-            with(
-                &["variables"],
-                json!([{"name": "l", "type": "list", "initial": vec![0; 201]}]),
-            ),
+            with(&["variables"], json!([{"name": "l", "type": "list", "initial": vec![0; 201]}])),
             "scene.config.variables[0].initial: 201 items; a list may have at most 200",
         ),
         (
-            with(
-                &["actions", "0", "params"],
-                json!([{"name": "x", "type": "int", "min": 5}]),
-            ),
+            with(&["actions", "0", "params"], json!([{"name": "x", "type": "int", "min": 5}])),
             "scene.config.actions[0].params[0]: an int or number parameter has `min` and `max`",
         ),
         (
@@ -488,10 +398,7 @@ fn hostile_documents_are_refused_at_their_paths() {
             with(&["actions", "0", "ends_turn"], json!("no")),
             "scene.config.actions[0].ends_turn: invalid type: string \"no\", expected a boolean",
         ),
-        (
-            with(&["actions", "0", "summary"], json!("me.nam +")),
-            "scene.config.actions[0].summary: ",
-        ),
+        (with(&["actions", "0", "summary"], json!("me.nam +")), "scene.config.actions[0].summary: "),
         (
             with(&["phases", "0", "on_exit"], json!([{"tell": "'x'"}])),
             "scene.config.phases[0].on_exit[0].tell: a phase has no actor to tell: use reveal",
@@ -504,14 +411,8 @@ fn hostile_documents_are_refused_at_their_paths() {
             with(&["phases", "0", "announce"], json!(0)),
             "scene.config.phases[0].announce: invalid type: integer `0`, expected a boolean",
         ),
-        (
-            with(&["phases", "0", "order"], json!("onward")),
-            "scene.config.phases[0].order: unknown variant `onward`",
-        ),
-        (
-            with(&["style"], json!("shipped")),
-            "scene.config.style: unknown variant `shipped`",
-        ),
+        (with(&["phases", "0", "order"], json!("onward")), "scene.config.phases[0].order: unknown variant `onward`"),
+        (with(&["style"], json!("shipped")), "scene.config.style: unknown variant `shipped`"),
         (
             with(&["status_lines"], json!("off")),
             "scene.config.status_lines: invalid type: string \"off\", expected a boolean",
@@ -519,10 +420,7 @@ fn hostile_documents_are_refused_at_their_paths() {
     ];
     for (doc, want) in cases {
         let got = refusal(&doc);
-        assert!(
-            got.starts_with(&format!("scenario: {want}")),
-            "want: {want}\n got: {got}"
-        );
+        assert!(got.starts_with(&format!("scenario: {want}")), "want: {want}\n got: {got}");
     }
 }
 
@@ -554,10 +452,7 @@ fn agents_must_hold_roles_of_the_document_and_no_registry_actions() {
 
 #[test]
 fn an_effect_naming_an_agent_that_does_not_exist_fails_the_action_and_changes_nothing() {
-    let doc = with(
-        &["actions", "0", "effects"],
-        json!([{"add": {"var": "n", "value": "1"}}, {"eliminate": "'Zed'"}]),
-    );
+    let doc = with(&["actions", "0", "effects"], json!([{"add": {"var": "n", "value": "1"}}, {"eliminate": "'Zed'"}]));
     let mut sim = build(&doc, 0).unwrap();
     let events = act(&mut sim, "A", "<Action name=\"bump\" />");
     assert_eq!(failure(&events).as_deref(), Some("there is no agent named 'Zed'"));
@@ -641,19 +536,11 @@ mod hooks {
         assert!(
             chips > 0,
             "{:?}",
-            events
-                .iter()
-                .filter(|e| e.kind.as_str() == "action_end")
-                .map(|e| e.data.to_string())
-                .collect::<Vec<_>>()
+            events.iter().filter(|e| e.kind.as_str() == "action_end").map(|e| e.data.to_string()).collect::<Vec<_>>()
         );
         assert_eq!(state.vars["moves"], json!(chips), "on_action ran once per action");
         assert_eq!(state.vars["draw"], json!(state.vars["pot"].as_i64().unwrap() + 1));
-        assert_eq!(
-            state.outcome.as_deref(),
-            Some("players_win"),
-            "the outcome hook replaced house_wins"
-        );
+        assert_eq!(state.outcome.as_deref(), Some("players_win"), "the outcome hook replaced house_wins");
         assert!(events.iter().any(|e| e.data.to_string().contains("drawn")));
     }
 
@@ -724,10 +611,7 @@ mod hooks {
     fn without_a_runner_a_hooked_scene_stops_with_a_clear_error() {
         let sim = build(&doc(), 5).unwrap();
         let error = fails_cleanly(sim);
-        assert!(
-            matches!(error.as_str(), e if e.starts_with("hook on_action: this scene has Python hooks")),
-            "{error}"
-        );
+        assert!(matches!(error.as_str(), e if e.starts_with("hook on_action: this scene has Python hooks")), "{error}");
         let _ = HookError::NoRunner { hook: "on_action" };
     }
 
@@ -736,10 +620,8 @@ mod hooks {
         let mut d = doc();
         d["scene"]["config"]["hooks"]["source"] = json!("def helper(x):\n    return x\n");
         assert!(super::refusal(&d).contains("scene.config.hooks.source: defines none of the hooks"));
-        d["scene"]["config"]["hooks"]["source"] = json!(format!(
-            "def outcome(state, rng):\n    return []\n#{}",
-            "x".repeat(30_000)
-        ));
+        d["scene"]["config"]["hooks"]["source"] =
+            json!(format!("def outcome(state, rng):\n    return []\n#{}", "x".repeat(30_000)));
         assert!(
             super::refusal(&d)
                 .contains("scene.config.hooks.source: 30040 characters; hook source may have at most 20000"),
@@ -777,10 +659,7 @@ fn the_shipped_scene_options_change_what_is_said_and_when_a_turn_ends() {
     assert_eq!(end.data["pass_control"], false, "the turn goes on");
     let lines = said(&events);
     assert!(lines.contains(&"[18:00] [Message] A: hi".to_string()), "{lines:?}");
-    assert!(
-        lines.iter().all(|l| !l.contains("Action:") && !l.contains("Status:")),
-        "{lines:?}"
-    );
+    assert!(lines.iter().all(|l| !l.contains("Action:") && !l.contains("Status:")), "{lines:?}");
     let events = act(&mut sim, "B", "<Action name=\"peek\" />");
     let end = events.iter().find(|e| e.kind.as_str() == "action_end").unwrap();
     assert_eq!(end.data["summary"], "B peeked");
@@ -793,10 +672,7 @@ fn the_shipped_scene_options_change_what_is_said_and_when_a_turn_ends() {
     assert_eq!(end.data["pass_control"], true, "a phase change ends the turn");
     let lines = said(&events);
     let post = lines.iter().position(|l| l.ends_with("[Message] A: again")).unwrap();
-    let reveal = lines
-        .iter()
-        .position(|l| l.ends_with("Public Event: Two posts."))
-        .unwrap();
+    let reveal = lines.iter().position(|l| l.ends_with("Public Event: Two posts.")).unwrap();
     assert!(post < reveal, "{lines:?}");
     let c = custom(&sim);
     assert_eq!(c.state.phase, "after");

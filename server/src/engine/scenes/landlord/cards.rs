@@ -152,9 +152,7 @@ pub struct Combo {
 }
 
 pub(super) fn hand_tokens(hand: &Hand) -> Vec<&'static str> {
-    hand.iter()
-        .flat_map(|(r, &c)| std::iter::repeat_n(r.token(), c as usize))
-        .collect()
+    hand.iter().flat_map(|(r, &c)| std::iter::repeat_n(r.token(), c as usize)).collect()
 }
 
 pub(super) fn count_ranks(cards: &[Rank]) -> BTreeMap<Rank, u32> {
@@ -177,13 +175,8 @@ pub(crate) fn evaluate(cards: &[Rank], two_decks: bool) -> Option<Combo> {
     let counts = count_ranks(cards);
     let ranks: Vec<Rank> = counts.keys().copied().collect();
     let with = |count: u32| -> Vec<Rank> { counts.iter().filter(|(_, c)| **c == count).map(|(r, _)| *r).collect() };
-    let combo = |kind, key, m: Option<usize>, pair_top| Combo {
-        kind,
-        key,
-        len: n as u32,
-        m: m.map(|m| m as u32),
-        pair_top,
-    };
+    let combo =
+        |kind, key, m: Option<usize>, pair_top| Combo { kind, key, len: n as u32, m: m.map(|m| m as u32), pair_top };
 
     if n == 2 && counts.get(&Rank::SJ) == Some(&1) && counts.get(&Rank::BJ) == Some(&1) {
         return Some(combo(ComboType::Rocket, Rank::BJ, None, None));

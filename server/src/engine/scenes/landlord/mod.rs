@@ -78,12 +78,7 @@ const RULES_FORMAT: &str = "- Writing cards: name ranks only, separated by space
 impl Landlord {
     pub(crate) fn new(name: String, initial_event: String, config: Config) -> Result<Self, SceneError> {
         check_decks(u64::from(config.num_decks))?;
-        Ok(Landlord {
-            name,
-            initial_event,
-            state: Box::default(),
-            config,
-        })
+        Ok(Landlord { name, initial_event, state: Box::default(), config })
     }
 
     fn two_decks(&self) -> bool {
@@ -227,12 +222,7 @@ impl Landlord {
         self.state.passes_since_play = self.state.passes_since_play.saturating_add(1);
         let needed = self.state.players.len().saturating_sub(1) as u32;
         if self.state.passes_since_play >= needed {
-            let owner = self
-                .state
-                .leading_combo
-                .as_ref()
-                .map(|l| l.owner.clone())
-                .unwrap_or_default();
+            let owner = self.state.leading_combo.as_ref().map(|l| l.owner.clone()).unwrap_or_default();
             if let Some(seat) = self.seat(&owner) {
                 self.state.current_turn = seat;
             }
@@ -249,16 +239,10 @@ impl Landlord {
         let played = |p: &str| s.played_flags.get(p).copied().unwrap_or(false);
         let (team, doubled) = if s.landlord.as_deref() == Some(winner) {
             let farmers_played = s.farmers.iter().any(|f| played(f));
-            (
-                Team::Landlord,
-                (!farmers_played).then_some("Spring! Multiplier doubled."),
-            )
+            (Team::Landlord, (!farmers_played).then_some("Spring! Multiplier doubled."))
         } else {
             let landlord_played = s.landlord.as_deref().is_some_and(played);
-            (
-                Team::Farmers,
-                (!landlord_played).then_some("Counter-spring! Multiplier doubled."),
-            )
+            (Team::Farmers, (!landlord_played).then_some("Counter-spring! Multiplier doubled."))
         };
         if let Some(line) = doubled {
             self.multiply();
@@ -267,11 +251,7 @@ impl Landlord {
         self.state.winner_team = Some(team);
         self.state.phase = Phase::Complete;
         self.state.complete = true;
-        let text = format!(
-            "Game over. Winner: {} (x{}).",
-            team.as_str(),
-            self.state.score_multiplier
-        );
+        let text = format!("Game over. Winner: {} (x{}).", team.as_str(), self.state.score_multiplier);
         self.announce(world, text);
     }
 
@@ -305,21 +285,9 @@ impl Landlord {
         let summary = format!("{a} {verb} failed");
         match self.state.rob_acted.get(&a) {
             // Upstream: KeyError (the caller, or a name outside the table).
-            None => Some(fail(
-                world,
-                ctx.actor,
-                "You are not eligible to rob.",
-                "not_eligible",
-                summary,
-            )),
+            None => Some(fail(world, ctx.actor, "You are not eligible to rob.", "not_eligible", summary)),
             // Upstream: a 3-tuple.
-            Some(true) => Some(fail(
-                world,
-                ctx.actor,
-                "You already acted in rob stage.",
-                "already_acted",
-                summary,
-            )),
+            Some(true) => Some(fail(world, ctx.actor, "You already acted in rob stage.", "already_acted", summary)),
             Some(false) => None,
         }
     }
@@ -385,13 +353,7 @@ impl Landlord {
                 self.on_player_pass(world);
                 Ok(Outcome::ok(PASSED, format!("{a} passed"), true))
             }
-            _ => fail(
-                world,
-                ctx.actor,
-                "You cannot pass right now.",
-                "bad_phase",
-                format!("{a} pass failed"),
-            ),
+            _ => fail(world, ctx.actor, "You cannot pass right now.", "bad_phase", format!("{a} pass failed")),
         }
     }
 
@@ -400,11 +362,7 @@ impl Landlord {
         let given = ctx.call.get("cards").unwrap_or("");
         let attempted: Vec<&str> = given.split_whitespace().collect();
         let failure = |world: &mut World, feedback: &str, code: &str| {
-            let tried = if attempted.is_empty() {
-                "(none)".to_string()
-            } else {
-                attempted.join(" ")
-            };
+            let tried = if attempted.is_empty() { "(none)".to_string() } else { attempted.join(" ") };
             let summary = format!("{a} tried: {tried} -> {code} | remaining: {}", self.hand_text(&a));
             fail(world, ctx.actor, feedback, code, summary)
         };
@@ -454,17 +412,11 @@ impl Landlord {
             self.multiply();
         }
         let kind = combo.kind.as_str();
-        self.state.leading_combo = Some(Lead {
-            combo,
-            owner: a.clone(),
-        });
+        self.state.leading_combo = Some(Lead { combo, owner: a.clone() });
         // The broadcast repeats the cards exactly as the agent wrote them.
         self.announce(world, format!("{a} played: {given} ({kind})."));
         let tried = attempted.join(" ");
-        let played = |win| ActionResult::Played {
-            played: attempted.iter().map(|t| t.to_string()).collect(),
-            win,
-        };
+        let played = |win| ActionResult::Played { played: attempted.iter().map(|t| t.to_string()).collect(), win };
         if self.hand_size(&a) == 0 {
             self.on_player_won(&a, world);
             let summary = format!("{a} played: {tried} ({kind}), remaining: (empty) [WIN]");
@@ -553,11 +505,7 @@ impl SceneRules for Landlord {
         } else {
             (DESCRIPTION_ONE_DECK, COMBOS_ONE_DECK)
         };
-        SceneText::plain(
-            description,
-            format!("{RULES_BIDDING}{combos}{RULES_FORMAT}"),
-            String::new(),
-        )
+        SceneText::plain(description, format!("{RULES_BIDDING}{combos}{RULES_FORMAT}"), String::new())
     }
     fn scene_actions(&self, _agent: &Agent) -> Vec<ActionKind> {
         vec![
@@ -607,18 +555,14 @@ impl SceneRules for Landlord {
             (Phase::Bidding, Stage::Call) => s.players.get(s.bid_turn_index).cloned(),
             (Phase::Bidding, Stage::Rob) => {
                 let n = s.players.len();
-                (0..n)
-                    .filter_map(|off| s.players.get((s.bid_turn_index % n + off) % n))
-                    .find_map(|p| {
-                        let waiting = s.rob_eligible.contains(p) && !s.rob_acted.get(p).copied().unwrap_or(false);
-                        waiting.then(|| p.clone())
-                    })
+                (0..n).filter_map(|off| s.players.get((s.bid_turn_index % n + off) % n)).find_map(|p| {
+                    let waiting = s.rob_eligible.contains(p) && !s.rob_acted.get(p).copied().unwrap_or(false);
+                    waiting.then(|| p.clone())
+                })
             }
-            (Phase::Doubling, _) => s
-                .doubling_order
-                .iter()
-                .find(|p| !s.doubling_acted.get(*p).copied().unwrap_or(false))
-                .cloned(),
+            (Phase::Doubling, _) => {
+                s.doubling_order.iter().find(|p| !s.doubling_acted.get(*p).copied().unwrap_or(false)).cloned()
+            }
             (Phase::Playing, _) => s.players.get(s.current_turn).cloned(),
             _ => None,
         }

@@ -99,10 +99,7 @@ fn checked_hands<'de, D: Deserializer<'de>>(d: D) -> Result<IndexMap<String, Han
     let hands = IndexMap::<String, Hand>::deserialize(d)?;
     for (name, hand) in &hands {
         if let Some((r, c)) = hand.iter().find(|(_, c)| **c > 8) {
-            return Err(D::Error::custom(format!(
-                "{name} holds {c} cards of rank {}; at most 8 exist",
-                r.token()
-            )));
+            return Err(D::Error::custom(format!("{name} holds {c} cards of rank {}; at most 8 exist", r.token())));
         }
     }
     Ok(hands)

@@ -16,20 +16,14 @@ fn build(names: &[&str], decks: u8, seed: u64) -> Result<Simulator, BuildError> 
     let agents = names.iter().map(|n| Agent::new(*n, vec![ActionKind::Yield])).collect();
     let config = Config { num_decks: decks };
     let scene = Scene::Landlord(Landlord::new("landlord".into(), "New game".into(), config)?);
-    let opts = SimOptions {
-        seed,
-        max_steps_per_turn: 3,
-        ..Default::default()
-    };
+    let opts = SimOptions { seed, max_steps_per_turn: 3, ..Default::default() };
     Simulator::build(agents, scene, Ordering::Controlled, opts)
 }
 
 /// A freshly dealt table (bidding, call stage) with empty output buffers.
 fn table(decks: u8, seed: u64) -> (Landlord, World) {
     let sim = build(&NAMES, decks, seed).unwrap();
-    let Scene::Landlord(scene) = sim.scene else {
-        panic!("not a landlord scene")
-    };
+    let Scene::Landlord(scene) = sim.scene else { panic!("not a landlord scene") };
     let mut world = sim.world;
     world.take_out();
     world.pending.clear();
@@ -86,11 +80,7 @@ fn playing(l: &mut Landlord, landlord: &str, hands: [&str; 4]) {
     let s = &mut l.state;
     s.phase = Phase::Playing;
     s.landlord = Some(landlord.into());
-    s.farmers = NAMES
-        .iter()
-        .filter(|n| **n != landlord)
-        .map(|n| n.to_string())
-        .collect();
+    s.farmers = NAMES.iter().filter(|n| **n != landlord).map(|n| n.to_string()).collect();
     s.hands = NAMES.iter().zip(hands).map(|(n, h)| (n.to_string(), hand(h))).collect();
     s.current_turn = NAMES.iter().position(|n| *n == landlord).unwrap();
     s.leading_combo = None;
@@ -99,13 +89,7 @@ fn playing(l: &mut Landlord, landlord: &str, hands: [&str; 4]) {
 }
 
 fn combo(kind: ComboType, key: &str, len: u32) -> Combo {
-    Combo {
-        kind,
-        key: Rank::parse(key).unwrap(),
-        len,
-        m: None,
-        pair_top: None,
-    }
+    Combo { kind, key: Rank::parse(key).unwrap(), len, m: None, pair_top: None }
 }
 
 #[test]
@@ -155,38 +139,23 @@ fn redeal_emits_the_deal_immediately_then_announces_it() {
     let players = events[0].data["players"].as_object().unwrap();
     assert_eq!(players.keys().collect::<Vec<_>>(), NAMES);
     for n in NAMES {
-        let shown: Vec<&str> = players[n]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t.as_str().unwrap())
-            .collect();
+        let shown: Vec<&str> = players[n].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
         assert_eq!(shown.join(" "), l.hand_text(n), "tokens in rank order");
     }
     let bottom: Vec<&str> = l.state.bottom.iter().map(|r| r.token()).collect();
     assert_eq!(events[0].data["bottom"], json!(bottom));
-    assert_eq!(
-        heard(&events, "Alice"),
-        ["[18:05] Public Event: New deal. Call the landlord begins."]
-    );
+    assert_eq!(heard(&events, "Alice"), ["[18:05] Public Event: New deal. Call the landlord begins."]);
     // The system_broadcast record is queued, not emitted.
     assert_eq!(w.pending.len(), 1);
-    assert_eq!(
-        w.pending[0].data["text"],
-        "Public Event: New deal. Call the landlord begins."
-    );
+    assert_eq!(w.pending[0].data["text"], "Public Event: New deal. Call the landlord begins.");
 }
 
 #[test]
 fn config_accepts_one_or_two_decks_only() {
     let ok = |v: serde_json::Value| Scene::build(SceneKind::Landlord, "l".into(), "e".into(), v);
-    let Scene::Landlord(l) = ok(serde_json::Value::Null).unwrap() else {
-        panic!()
-    };
+    let Scene::Landlord(l) = ok(serde_json::Value::Null).unwrap() else { panic!() };
     assert_eq!(l.config.num_decks, 1);
-    let Scene::Landlord(l) = ok(json!({"num_decks": 2})).unwrap() else {
-        panic!()
-    };
+    let Scene::Landlord(l) = ok(json!({"num_decks": 2})).unwrap() else { panic!() };
     assert_eq!(l.config.num_decks, 2);
     let err = ok(json!({"num_decks": 3})).unwrap_err();
     assert_eq!(err.to_string(), "num_decks: num_decks must be 1 or 2, got 3");
@@ -194,10 +163,7 @@ fn config_accepts_one_or_two_decks_only() {
     assert!(err.starts_with("num_decks:"), "{err}");
     let err = ok(json!({"seed": 4})).unwrap_err().to_string();
     assert!(err.contains("unknown field `seed`"), "{err}");
-    assert_eq!(
-        Landlord::new("l".into(), "e".into(), Config { num_decks: 0 }).unwrap_err(),
-        SceneError::Decks(0)
-    );
+    assert_eq!(Landlord::new("l".into(), "e".into(), Config { num_decks: 0 }).unwrap_err(), SceneError::Decks(0));
 }
 
 #[test]
@@ -214,10 +180,7 @@ fn passing_the_call_moves_round_the_table_and_a_silent_round_redeals() {
     for (i, who) in ["Alice", "Bob", "Carol"].into_iter().enumerate() {
         assert_eq!(l.controlled_next(&w).as_deref(), Some(who));
         let out = act(&mut l, &mut w, who, "pass");
-        assert_eq!(
-            out,
-            Outcome::ok(ActionResult::Passed { pass: true }, format!("{who} passed call"), true)
-        );
+        assert_eq!(out, Outcome::ok(ActionResult::Passed { pass: true }, format!("{who} passed call"), true));
         assert_eq!(l.state.bid_turn_index, i + 1);
     }
     drain(&mut w);
@@ -247,19 +210,12 @@ fn passing_the_call_moves_round_the_table_and_a_silent_round_redeals() {
 fn call_opens_the_rob_stage_and_robs_double_until_the_landlord_is_seated() {
     let (mut l, mut w) = table(1, 4);
     let out = act(&mut l, &mut w, "Alice", "call_landlord");
-    passed(
-        &out,
-        ActionResult::Called { called: "Alice".into() },
-        "Alice called landlord",
-    );
+    passed(&out, ActionResult::Called { called: "Alice".into() }, "Alice called landlord");
     assert_eq!(l.state.bidding_stage, Stage::Rob);
     assert_eq!(l.state.landlord_candidate.as_deref(), Some("Alice"));
     assert_eq!(l.state.rob_eligible, ["Bob", "Carol", "Dave"]);
     assert_eq!(l.state.bid_turn_index, 1);
-    assert_eq!(
-        heard(&drain(&mut w), "Bob"),
-        ["[18:00] Public Event: Alice called the landlord."]
-    );
+    assert_eq!(heard(&drain(&mut w), "Bob"), ["[18:00] Public Event: Alice called the landlord."]);
     assert_eq!(l.controlled_next(&w).as_deref(), Some("Bob"));
 
     // Calling is over; the caller has no rob chance.
@@ -270,23 +226,13 @@ fn call_opens_the_rob_stage_and_robs_double_until_the_landlord_is_seated() {
     ];
     check_refusals(&mut l, &mut w, &rows);
     let out = act(&mut l, &mut w, "Alice", "pass");
-    assert_eq!(
-        out,
-        Outcome::fail(ActionResult::error("not_eligible"), "Alice pass failed")
-    );
+    assert_eq!(out, Outcome::fail(ActionResult::error("not_eligible"), "Alice pass failed"));
 
     let out = act(&mut l, &mut w, "Bob", "rob_landlord");
-    passed(
-        &out,
-        ActionResult::Robbed { robbed: "Bob".into() },
-        "Bob robbed landlord",
-    );
+    passed(&out, ActionResult::Robbed { robbed: "Bob".into() }, "Bob robbed landlord");
     assert_eq!(l.state.score_multiplier, 2);
     assert_eq!(l.state.landlord_candidate.as_deref(), Some("Bob"));
-    assert_eq!(
-        heard(&drain(&mut w), "Carol"),
-        ["[18:00] Public Event: Bob robbed the landlord. Multiplier x2."]
-    );
+    assert_eq!(heard(&drain(&mut w), "Carol"), ["[18:00] Public Event: Bob robbed the landlord. Multiplier x2."]);
     assert_eq!(l.controlled_next(&w).as_deref(), Some("Carol"));
     #[rustfmt::skip]
     let rows = [
@@ -311,20 +257,14 @@ fn call_opens_the_rob_stage_and_robs_double_until_the_landlord_is_seated() {
     assert_eq!(l.hand_size("Dave"), 15);
     for r in &bottom {
         let extra = bottom.iter().filter(|b| *b == r).count() as u32;
-        assert_eq!(
-            l.state.hands["Dave"].get(r).copied().unwrap_or(0),
-            before.get(r).copied().unwrap_or(0) + extra
-        );
+        assert_eq!(l.state.hands["Dave"].get(r).copied().unwrap_or(0), before.get(r).copied().unwrap_or(0) + extra);
     }
     let shown: Vec<&str> = bottom.iter().map(|r| r.token()).collect();
     assert_eq!(
         heard(&drain(&mut w), "Alice"),
         [
             "[18:00] Public Event: Dave robbed the landlord. Multiplier x2.".to_string(),
-            format!(
-                "[18:00] Public Event: Landlord is Dave. Bottom cards: {}",
-                shown.join(" ")
-            ),
+            format!("[18:00] Public Event: Landlord is Dave. Bottom cards: {}", shown.join(" ")),
         ]
     );
     #[rustfmt::skip]
@@ -371,10 +311,7 @@ fn doubling_runs_farmers_first_then_starts_play_with_the_landlord() {
     let out = act(&mut l, &mut w, "Carol", "double");
     passed(&out, ActionResult::Doubled { double: true }, "Carol doubled");
     assert_eq!(l.state.score_multiplier, 2);
-    assert_eq!(
-        heard(&drain(&mut w), "Bob"),
-        ["[18:00] Public Event: Carol doubled. Multiplier x2."]
-    );
+    assert_eq!(heard(&drain(&mut w), "Bob"), ["[18:00] Public Event: Carol doubled. Multiplier x2."]);
     #[rustfmt::skip]
     let rows = [
         ("Carol", "double", "already_acted", "You already acted in doubling stage."),
@@ -384,10 +321,7 @@ fn doubling_runs_farmers_first_then_starts_play_with_the_landlord() {
     assert_eq!(l.controlled_next(&w).as_deref(), Some("Dave"));
     let out = act(&mut l, &mut w, "Dave", "no_double");
     passed(&out, ActionResult::Doubled { double: false }, "Dave declined doubling");
-    assert_eq!(
-        heard(&drain(&mut w), "Alice"),
-        ["[18:00] Public Event: Dave declined to double."]
-    );
+    assert_eq!(heard(&drain(&mut w), "Alice"), ["[18:00] Public Event: Dave declined to double."]);
     act(&mut l, &mut w, "Alice", "no_double");
     assert_eq!(l.state.phase, Phase::Doubling);
     assert_eq!(l.controlled_next(&w).as_deref(), Some("Bob"));
@@ -398,10 +332,7 @@ fn doubling_runs_farmers_first_then_starts_play_with_the_landlord() {
     assert_eq!(l.controlled_next(&w).as_deref(), Some("Bob"));
     assert_eq!(
         heard(&drain(&mut w), "Carol")[1..],
-        [
-            "[18:00] Public Event: Bob doubled. Multiplier x2.",
-            "[18:00] Public Event: Doubling finished. Game starts."
-        ]
+        ["[18:00] Public Event: Bob doubled. Multiplier x2.", "[18:00] Public Event: Doubling finished. Game starts."]
     );
 }
 
@@ -465,10 +396,7 @@ fn every_combination_type_and_illegal_plays() {
     }
     // Eight of a kind is a bomb only with two decks; a pair of small jokers needs two decks
     // to exist but is an ordinary pair.
-    assert_eq!(
-        evaluate(&cards("7 7 7 7 7 7 7 7"), true),
-        Some(m(Bomb, "7", 8, None, None))
-    );
+    assert_eq!(evaluate(&cards("7 7 7 7 7 7 7 7"), true), Some(m(Bomb, "7", 8, None, None)));
     assert_eq!(evaluate(&cards("SJ SJ"), true), Some(m(Pair, "SJ", 2, None, None)));
     assert_eq!(evaluate(&cards("7 7 7 7 7 7"), true), None);
 }
@@ -496,14 +424,8 @@ fn beating_rules() {
     assert!(!can_beat(&bomb2, &bomb8));
     assert!(can_beat(&combo(Single, "4", 1), &combo(Single, "3", 1)));
     assert!(!can_beat(&combo(Single, "3", 1), &combo(Single, "3", 1)));
-    assert!(
-        !can_beat(&combo(Pair, "A", 2), &combo(Single, "3", 1)),
-        "type must match"
-    );
-    assert!(
-        !can_beat(&combo(Straight, "A", 6), &combo(Straight, "7", 5)),
-        "length must match"
-    );
+    assert!(!can_beat(&combo(Pair, "A", 2), &combo(Single, "3", 1)), "type must match");
+    assert!(!can_beat(&combo(Straight, "A", 6), &combo(Straight, "7", 5)), "length must match");
     assert!(can_beat(&combo(Straight, "8", 5), &combo(Straight, "7", 5)));
     assert!(can_beat(&combo(AirplanePairs, "5", 10), &combo(AirplanePairs, "4", 10)));
 }
@@ -531,10 +453,7 @@ fn a_trick_ends_when_everyone_else_passes() {
     act(&mut l, &mut w, "Dave", "pass");
     assert_eq!(
         heard(&drain(&mut w), "Bob"),
-        [
-            "[18:00] Public Event: Dave passed.",
-            "[18:00] Public Event: Trick ends. Alice leads next."
-        ]
+        ["[18:00] Public Event: Dave passed.", "[18:00] Public Event: Trick ends. Alice leads next."]
     );
     assert_eq!(l.state.leading_combo, None);
     assert_eq!(l.state.passes_since_play, 0);
@@ -553,10 +472,7 @@ fn a_trick_ends_when_everyone_else_passes() {
     l.state.phase = Phase::Doubling;
     let out = act(&mut l, &mut w, "Dave", "pass");
     assert_eq!(out, Outcome::fail(ActionResult::error("bad_phase"), "Dave pass failed"));
-    assert_eq!(
-        heard(&drain(&mut w), "Dave").last().unwrap(),
-        "You cannot pass right now."
-    );
+    assert_eq!(heard(&drain(&mut w), "Dave").last().unwrap(), "You cannot pass right now.");
 }
 
 #[test]
@@ -567,10 +483,7 @@ fn the_landlord_going_out_untouched_is_a_spring() {
     let out = play(&mut l, &mut w, "Alice", "3 3");
     passed(
         &out,
-        ActionResult::Played {
-            played: vec!["3".into(), "3".into()],
-            win: true,
-        },
+        ActionResult::Played { played: vec!["3".into(), "3".into()], win: true },
         "Alice played: 3 3 (pair), remaining: (empty) [WIN]",
     );
     assert_eq!(
@@ -592,10 +505,7 @@ fn the_landlord_going_out_untouched_is_a_spring() {
     l.state.played_flags.insert("Carol".into(), true);
     play(&mut l, &mut w, "Alice", "3");
     assert_eq!(l.state.score_multiplier, 1);
-    assert_eq!(
-        heard(&drain(&mut w), "Bob").last().unwrap(),
-        "[18:00] Public Event: Game over. Winner: landlord (x1)."
-    );
+    assert_eq!(heard(&drain(&mut w), "Bob").last().unwrap(), "[18:00] Public Event: Game over. Winner: landlord (x1).");
 }
 
 #[test]
@@ -661,16 +571,10 @@ fn play_cards_failures_report_code_and_remaining_hand_in_rank_order() {
     let out = play(&mut l, &mut w, "Bob", "3  3");
     passed(
         &out,
-        ActionResult::Played {
-            played: vec!["3".into(), "3".into()],
-            win: false,
-        },
+        ActionResult::Played { played: vec!["3".into(), "3".into()], win: false },
         "Bob played: 3 3 (pair), remaining: 10 K 2 BJ",
     );
-    assert_eq!(
-        heard(&drain(&mut w), "Carol"),
-        ["[18:00] Public Event: Bob played: 3  3 (pair)."]
-    );
+    assert_eq!(heard(&drain(&mut w), "Carol"), ["[18:00] Public Event: Bob played: 3  3 (pair)."]);
     assert_eq!(l.hand_text("Bob"), "10 K 2 BJ");
     assert!(l.state.played_flags["Bob"]);
     assert_eq!(l.controlled_next(&w).as_deref(), Some("Carol"));
@@ -684,10 +588,7 @@ fn bombs_and_rockets_double_the_multiplier() {
     assert_eq!(l.state.score_multiplier, 2);
     play(&mut l, &mut w, "Bob", "SJ BJ");
     assert_eq!(l.state.score_multiplier, 4);
-    assert_eq!(
-        heard(&drain(&mut w), "Dave").last().unwrap(),
-        "[18:00] Public Event: Bob played: SJ BJ (rocket)."
-    );
+    assert_eq!(heard(&drain(&mut w), "Dave").last().unwrap(), "[18:00] Public Event: Bob played: SJ BJ (rocket).");
 }
 
 #[test]
@@ -695,16 +596,10 @@ fn one_message_per_turn_until_post_turn() {
     let (mut l, mut w) = table(1, 2);
     let msg = |text: &str| ActionCall::new("send_message").with("message", text);
     let out = act_with(&mut l, &mut w, "Alice", msg("hi"));
-    assert_eq!(
-        out,
-        Outcome::ok(ActionResult::Message { message: "hi".into() }, "Alice: hi", false)
-    );
+    assert_eq!(out, Outcome::ok(ActionResult::Message { message: "hi".into() }, "Alice: hi", false));
     assert_eq!(heard(&drain(&mut w), "Bob"), ["[18:00] [Message] Alice: hi"]);
     let out = act_with(&mut l, &mut w, "Alice", msg("again"));
-    assert_eq!(
-        out,
-        Outcome::fail(ActionResult::error("message_already_sent"), "Alice extra chat blocked")
-    );
+    assert_eq!(out, Outcome::fail(ActionResult::error("message_already_sent"), "Alice extra chat blocked"));
     let events = drain(&mut w);
     assert_eq!(heard(&events, "Alice"), ["You have already sent a message this turn."]);
     assert!(heard(&events, "Bob").is_empty());
@@ -733,10 +628,7 @@ fn status_prompt_shows_phase_multiplier_hand_and_counts() {
     );
     assert!(l.status_prompt(&agent("Bob")).contains("\nHand: (empty)\n"));
     let fresh = Landlord::new("l".into(), "e".into(), Config::default()).unwrap();
-    assert_eq!(
-        fresh.status_prompt(&agent("Alice")),
-        "--- Status ---\nPhase: init\nMultiplier: x1\nHand: (empty)\n"
-    );
+    assert_eq!(fresh.status_prompt(&agent("Alice")), "--- Status ---\nPhase: init\nMultiplier: x1\nHand: (empty)\n");
 }
 
 #[test]
@@ -750,15 +642,9 @@ fn controlled_next_in_each_phase() {
     l.state.bidding_stage = Stage::Rob;
     l.state.bid_turn_index = 3;
     l.state.rob_eligible = vec!["Alice".into(), "Bob".into(), "Dave".into()];
-    l.state.rob_acted = [("Alice", false), ("Bob", false), ("Dave", true)]
-        .map(|(n, a)| (n.to_string(), a))
-        .into_iter()
-        .collect();
-    assert_eq!(
-        l.controlled_next(&w).as_deref(),
-        Some("Alice"),
-        "wraps past the acted seat"
-    );
+    l.state.rob_acted =
+        [("Alice", false), ("Bob", false), ("Dave", true)].map(|(n, a)| (n.to_string(), a)).into_iter().collect();
+    assert_eq!(l.controlled_next(&w).as_deref(), Some("Alice"), "wraps past the acted seat");
     l.state.rob_acted.insert("Alice".into(), true);
     assert_eq!(l.controlled_next(&w).as_deref(), Some("Bob"));
     l.state.rob_acted.insert("Bob".into(), true);
@@ -766,10 +652,7 @@ fn controlled_next_in_each_phase() {
 
     l.state.phase = Phase::Doubling;
     l.state.doubling_order = vec!["Carol".into(), "Dave".into()];
-    l.state.doubling_acted = [("Carol", true), ("Dave", false)]
-        .map(|(n, a)| (n.to_string(), a))
-        .into_iter()
-        .collect();
+    l.state.doubling_acted = [("Carol", true), ("Dave", false)].map(|(n, a)| (n.to_string(), a)).into_iter().collect();
     assert_eq!(l.controlled_next(&w).as_deref(), Some("Dave"));
 
     l.state.phase = Phase::Playing;
@@ -800,22 +683,13 @@ fn state_round_trips_through_json_and_patches() {
     assert_eq!(back.config.num_decks, 2);
     assert_eq!(scene.state_json()["hands"]["Bob"], json!({"5": 1}));
 
-    let patch = json!({"phase": "doubling", "score_multiplier": 16})
-        .as_object()
-        .unwrap()
-        .clone();
+    let patch = json!({"phase": "doubling", "score_multiplier": 16}).as_object().unwrap().clone();
     scene.patch_state(&patch).unwrap();
     assert_eq!(scene.state_json()["phase"], "doubling");
     let bad = json!({"phase": "lunch"}).as_object().unwrap().clone();
     assert!(scene.patch_state(&bad).is_err());
     let bad = json!({"hands": {"Bob": {"3": 9}}}).as_object().unwrap().clone();
-    assert!(
-        scene
-            .patch_state(&bad)
-            .unwrap_err()
-            .to_string()
-            .contains("Bob holds 9 cards of rank 3")
-    );
+    assert!(scene.patch_state(&bad).unwrap_err().to_string().contains("Bob holds 9 cards of rank 3"));
     let bad = json!({"hands": {"Bob": {"X": 1}}}).as_object().unwrap().clone();
     assert!(scene.patch_state(&bad).is_err());
 }
@@ -833,11 +707,7 @@ fn prompt_text_names_the_game_and_avoids_other_scenes_trigger_words() {
         let low = all.to_lowercase();
         assert_eq!(crate::llm::mock::trigger_words_in(&low), ["dou dizhu", "landlord"]);
         assert!(!low.contains("you are"));
-        let (per, bottom) = if decks == 1 {
-            ("13 cards", "last 2")
-        } else {
-            ("25 cards", "last 8")
-        };
+        let (per, bottom) = if decks == 1 { ("13 cards", "last 2") } else { ("25 cards", "last 8") };
         assert!(text.description.contains(per) && text.description.contains(bottom));
     }
 }
@@ -886,12 +756,7 @@ fn the_scenario_file_builds_a_dealt_table() {
         assert_eq!(a.action_space[0], ActionKind::Yield);
         assert_eq!(a.action_space.len(), 8);
     }
-    let texts: Vec<&str> = sim
-        .world
-        .pending
-        .iter()
-        .map(|e| e.data["text"].as_str().unwrap())
-        .collect();
+    let texts: Vec<&str> = sim.world.pending.iter().map(|e| e.data["text"].as_str().unwrap()).collect();
     assert_eq!(
         texts,
         [
