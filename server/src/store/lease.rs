@@ -312,6 +312,7 @@ mod tests {
     use super::*;
     use crate::store::sql::Db;
     use crate::store::sqlite::Sqlite;
+    use crate::testing::Scratch;
 
     fn open(dir: &std::path::Path) -> Db<Sqlite> {
         let mut db = Db::new(Sqlite::open(&dir.join("simtree.db")).unwrap());
@@ -324,9 +325,7 @@ mod tests {
     /// holder, released at once.
     #[test]
     fn a_lease_is_refused_while_held_renewed_by_its_holder_only_and_taken_once_lapsed() {
-        let dir = std::env::temp_dir().join(format!("simtree-lease-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = Scratch::new("lease");
         let (mut a, mut b) = (open(&dir), open(&dir));
         let mut first = Lease::this_process(Duration::from_secs(1));
         first.holder.push_str("-a");
@@ -350,16 +349,13 @@ mod tests {
         assert_eq!(holder(&mut a.sql).unwrap(), None);
         assert_eq!(take(&mut a.sql, &first).unwrap(), Ok(()), "released: free at once");
         drop((a, b));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// The holder's advertised address is written with the lease and read back with it; a
     /// takeover replaces it, and a lease taken without one reads as none.
     #[test]
     fn the_lease_row_names_where_its_holder_serves() {
-        let dir = std::env::temp_dir().join(format!("simtree-lease-address-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = Scratch::new("lease-address");
         let mut db = open(&dir);
         let mut first = Lease::this_process(Duration::from_secs(1));
         first.address = Some("http://10.0.0.5:8090".into());
@@ -376,6 +372,5 @@ mod tests {
         let h = holder(&mut db.sql).unwrap().unwrap();
         assert_eq!((h.holder.as_str(), h.address), (second.holder.as_str(), None));
         drop(db);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1269,6 +1269,7 @@ mod tests {
 #[cfg(test)]
 mod journal_tests {
     use super::*;
+    use crate::testing::Scratch;
 
     fn tree_row(id: u64, name: &str) -> TreeRow {
         TreeRow {
@@ -1434,8 +1435,7 @@ mod journal_tests {
 
     #[test]
     fn tree_ids_are_never_handed_out_twice_and_unfinished_imports_are_removed() {
-        let dir = std::env::temp_dir().join(format!("simtree-tree-ids-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = Scratch::new("tree-ids");
         let store = Store::open_sqlite(&dir).unwrap();
         store.write(Write::Tree(tree_row(0, "kept")));
         store.write(Write::Tree(tree_row(1, "deleted")));
@@ -1465,13 +1465,11 @@ mod journal_tests {
         assert!(store.read(|db| db.abandoned_imports()).unwrap().is_empty());
         assert_eq!(store.read(|db| db.next_tree()).unwrap(), 3);
         drop(store);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn one_node_is_read_alone_as_the_trees_records_hold_it() {
-        let dir = std::env::temp_dir().join(format!("simtree-one-node-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = Scratch::new("one-node");
         let store = Store::open_sqlite(&dir).unwrap();
         for tree in [0, 1] {
             store.write(Write::Tree(tree_row(tree, "t")));
@@ -1504,7 +1502,6 @@ mod journal_tests {
             }
         }
         drop(store);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A database whose applies fail while `fail` is set; it keeps what it applied.
@@ -1595,9 +1592,7 @@ mod journal_tests {
 
     #[test]
     fn an_acknowledged_group_that_fails_to_commit_is_retried_first_and_flushes_then_wait_for_commits() {
-        let dir = std::env::temp_dir().join(format!("simtree-journal-retry-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = Scratch::new("journal-retry");
         let (journal, _) = Journal::open(&dir.join("simtree.journal"), 0).unwrap();
         let front = Arc::new(Front {
             journal: Mutex::new(journal),
@@ -1642,6 +1637,5 @@ mod journal_tests {
         // Healthy again: flushes go through the journal.
         front.write(&mailbox, rename("d")).unwrap();
         assert!(front.flush(&mailbox));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

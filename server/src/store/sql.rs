@@ -555,22 +555,18 @@ impl<S: Sql> Db<S> {
                     }
                 }
             }
-            Write::Sweep { tree, id, body } => {
+            Write::Sweep { tree, id, body } | Write::Explore { tree, id, body } => {
+                let table = if matches!(w, Write::Sweep { .. }) { "sweeps" } else { "explores" };
                 sql.write(
-                    "INSERT INTO sweeps (tree, id, body) VALUES ($1, $2, $3)
-                     ON CONFLICT (tree, id) DO UPDATE SET body = excluded.body",
+                    &format!(
+                        "INSERT INTO {table} (tree, id, body) VALUES ($1, $2, $3)
+                         ON CONFLICT (tree, id) DO UPDATE SET body = excluded.body"
+                    ),
                     &[i(*tree), i(*id), P::Text(body)],
                 )?;
             }
             Write::DeleteSweep { tree, id } => {
                 sql.write("DELETE FROM sweeps WHERE tree = $1 AND id = $2", &[i(*tree), i(*id)])?;
-            }
-            Write::Explore { tree, id, body } => {
-                sql.write(
-                    "INSERT INTO explores (tree, id, body) VALUES ($1, $2, $3)
-                     ON CONFLICT (tree, id) DO UPDATE SET body = excluded.body",
-                    &[i(*tree), i(*id), P::Text(body)],
-                )?;
             }
             Write::TreeMoney { tree, money } => {
                 sql.write(
@@ -1136,14 +1132,13 @@ fn budget_forget<S: Sql>(sql: &mut S, key: BudgetKey) -> StoreResult<()> {
 mod tests {
     use super::*;
     use crate::store::sqlite::Sqlite;
+    use crate::testing::Scratch;
 
     /// Schema 18 keeps what schema 17 booked: a tree's spending becomes its budget's part 0, and
     /// its holds are of part 0.
     #[test]
     fn migration_18_keeps_a_trees_booked_spending_as_its_part_0() {
-        let dir = std::env::temp_dir().join(format!("simtree-migrate-18-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = Scratch::new("migrate-18");
         let mut db = Db::new(Sqlite::open(&dir.join("simtree.db")).unwrap());
         db.migrate_to(17).unwrap();
         db.sql
@@ -1163,16 +1158,13 @@ mod tests {
         db.sql
             .batch("INSERT INTO budget_spent (tree, part, tokens, calls, money, held) VALUES (4, 1, 0, 0, 0, 0)")
             .unwrap();
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A relay that has some entries reads from the row holding the next one on, not the whole
     /// log again (both dialects run the same statement; PostgreSQL through tests/tests/jobs.rs).
     #[test]
     fn log_from_reads_from_the_row_holding_the_first_missing_entry() {
-        let dir = std::env::temp_dir().join(format!("simtree-log-from-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = Scratch::new("log-from");
         let mut db = Db::new(Sqlite::open(&dir.join("simtree.db")).unwrap());
         db.migrate().unwrap();
         // Rows of entries 0–2, 3–4 and 5.
@@ -1193,6 +1185,5 @@ mod tests {
         assert_eq!(starts(5, &mut db), [5]);
         assert_eq!(starts(9, &mut db), [5], "past the end: the last row, nothing new in it");
         assert_eq!(db.log(1, 2).unwrap().len(), 3);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
