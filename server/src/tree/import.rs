@@ -66,6 +66,27 @@ pub struct Importer {
     pub(crate) statement: Option<Value>,
 }
 
+/// The fields of an export about the tree as a whole, which may come before or after its nodes.
+#[derive(Default)]
+struct Head {
+    document: Option<Value>,
+    scenario_version: Option<u64>,
+    statement: Option<Value>,
+    name: Option<String>,
+    description: Option<String>,
+}
+
+impl Head {
+    /// Moves the fields read so far into `imp`, each replacing what `imp` had.
+    fn move_into(&mut self, imp: &mut Importer) {
+        imp.document = self.document.take().or(imp.document.take());
+        imp.scenario_version = self.scenario_version.take().or(imp.scenario_version);
+        imp.statement = self.statement.take().or(imp.statement.take());
+        imp.name = self.name.take().or(imp.name.take());
+        imp.description = self.description.take().or(imp.description.take());
+    }
+}
+
 /// Sweeps (and explorations) an export may carry at most.
 pub(crate) const MAX_EXPORT_SWEEPS: usize = 1000;
 
@@ -293,47 +314,18 @@ pub(crate) fn read_export<R: std::io::Read>(
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
             let (mut format, mut scenario, mut root, mut seq) = (None, None, None, None);
             let mut importer: Option<Importer> = None;
-            let mut document: Option<Value> = None;
-            let mut version: Option<u64> = None;
-            let mut statement: Option<Value> = None;
-            let (mut name, mut description) = (None, None);
+            let mut head = Head::default();
             while let Some(key) = map.next_key::<String>()? {
                 match key.as_str() {
-                    "scenario_version" => {
-                        let v = map.next_value::<u64>()?;
-                        match &mut importer {
-                            Some(imp) => imp.scenario_version = Some(v),
-                            None => version = Some(v),
-                        }
-                    }
+                    "scenario_version" => head.scenario_version = Some(map.next_value()?),
                     "format" => format = Some(map.next_value::<String>()?),
-                    "document" => {
-                        let d = map.next_value::<Value>()?;
-                        match &mut importer {
-                            Some(imp) => imp.document = Some(d),
-                            None => document = Some(d),
-                        }
-                    }
+                    "document" => head.document = Some(map.next_value()?),
                     "scenario" => scenario = Some(map.next_value::<String>()?),
                     // The exporting server's statement of origin: kept aside to be compared,
                     // never used to build the tree.
-                    "provenance" => {
-                        let v = map.next_value::<Value>()?;
-                        match &mut importer {
-                            Some(imp) => imp.statement = Some(v),
-                            None => statement = Some(v),
-                        }
-                    }
-                    "name" | "description" => {
-                        let v = map.next_value::<String>()?;
-                        let slot = match (&mut importer, key.as_str()) {
-                            (Some(imp), "name") => &mut imp.name,
-                            (Some(imp), _) => &mut imp.description,
-                            (None, "name") => &mut name,
-                            (None, _) => &mut description,
-                        };
-                        *slot = Some(v);
-                    }
+                    "provenance" => head.statement = Some(map.next_value()?),
+                    "name" => head.name = Some(map.next_value()?),
+                    "description" => head.description = Some(map.next_value()?),
                     "root" => root = Some(map.next_value::<NodeId>()?),
                     "seq" => {
                         let s = map.next_value::<NodeId>()?;
@@ -357,11 +349,7 @@ pub(crate) fn read_export<R: std::io::Read>(
                                     return Err(A::Error::custom("refused"));
                                 }
                             };
-                        imp.document = document.take();
-                        imp.scenario_version = version.take();
-                        imp.statement = statement.take();
-                        imp.name = name.take();
-                        imp.description = description.take();
+                        head.move_into(&mut imp);
                         map.next_value_seed(Nodes(self.0, &mut imp))?;
                         importer = Some(imp);
                     }
@@ -397,6 +385,10 @@ pub(crate) fn read_export<R: std::io::Read>(
                         ));
                     }
                 }
+            }
+            // What came after the nodes.
+            if let Some(imp) = &mut importer {
+                head.move_into(imp);
             }
             Ok(importer)
         }
