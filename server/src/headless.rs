@@ -105,7 +105,7 @@ pub(crate) fn fresh_sim(
 }
 
 /// One finished headless run: the tree (root plus the run's node) and what the run recorded.
-pub struct Finished {
+pub(crate) struct Finished {
     pub(crate) tree: SimTree,
     pub(crate) node: NodeId,
     pub(crate) error: Option<String>,

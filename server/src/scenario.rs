@@ -38,7 +38,7 @@ pub enum ScenarioError {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SceneSpec {
+pub(crate) struct SceneSpec {
     #[serde(rename = "type")]
     pub(crate) kind: SceneKind,
     pub(crate) name: String,
@@ -53,7 +53,7 @@ pub struct SceneSpec {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AgentSpec {
+pub(crate) struct AgentSpec {
     name: String,
     #[serde(default)]
     user_profile: String,

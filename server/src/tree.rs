@@ -60,7 +60,7 @@ fn tick() -> u64 {
 pub(crate) const MAX_NODE_ID: NodeId = (1 << 53) - 1;
 
 #[derive(Debug)]
-pub struct Node {
+pub(crate) struct Node {
     pub(crate) id: NodeId,
     pub(crate) parent: Option<NodeId>,
     pub(crate) depth: u32,

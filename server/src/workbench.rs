@@ -1254,7 +1254,7 @@ impl Trees<'_> {
 }
 
 /// A watcher's subscription to one tree ([`Trees::watch`]).
-pub struct TreeWatch {
+pub(crate) struct TreeWatch {
     /// Lifecycle messages, in causal order per node.
     pub(crate) events: broadcast::Receiver<TreeMsg>,
     /// Live text of running nodes.

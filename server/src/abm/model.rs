@@ -554,7 +554,7 @@ pub struct Variable {
 /// The simulated world.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Environment {
+pub(crate) struct Environment {
     /// Name of the world, e.g. 'forest' or 'town'.
     name: String,
     /// What the world represents, in plain words.
@@ -571,7 +571,7 @@ pub struct Environment {
 /// The spatial structure of the environment.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Topology {
+pub(crate) struct Topology {
     /// The structure in plain words, e.g. 'a wrap-around grid' or 'a scale-free social network'.
     description: String,
     /// none (agents have no location), grid or network.
@@ -607,7 +607,7 @@ pub(crate) struct EnvironmentBehavior {
 /// One agent type.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct AgentType {
+pub(crate) struct AgentType {
     /// Properties every agent of this type carries. Their sourceNames name the type:
     /// 'agent.<AgentType>.agentAttribute.<name>'.
     pub(crate) agent_attributes: Vec<Variable>,
@@ -671,7 +671,7 @@ pub(crate) struct TerminationRule {
 /// Set-up and per-step order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Scheduler {
+pub(crate) struct Scheduler {
     pub(crate) initialization: Initialization,
     pub(crate) schedule: Schedule,
 }
@@ -679,7 +679,7 @@ pub struct Scheduler {
 /// What is set up before the first step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Initialization {
+pub(crate) struct Initialization {
     /// The set-up sequence in plain words.
     description: String,
     /// Set-up steps; include a global function that seeds the starting conditions (for example
@@ -714,7 +714,7 @@ pub struct Schedule {
 /// One operation of a step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ScheduleItem {
+pub(crate) struct ScheduleItem {
     /// sourceName of the behavior or global function to run.
     pub(crate) source_name: String,
     #[serde(rename = "type")]

@@ -394,7 +394,7 @@ pub(crate) const HOOK_CPU_SECONDS: u64 = 2;
 
 /// One call of a custom scene's rule hook.
 #[derive(Clone, Debug)]
-pub struct HookRequest<'a> {
+pub(crate) struct HookRequest<'a> {
     pub(crate) source: &'a str,
     /// `on_action`, `on_phase_end` or `outcome`.
     pub(crate) hook: &'a str,

@@ -3,7 +3,7 @@
 use super::*;
 
 #[derive(Debug, Subcommand)]
-pub enum AbmCommand {
+pub(crate) enum AbmCommand {
     /// Check a model file: errors and warnings with their JSON paths (exit 1 on errors).
     Validate { file: PathBuf },
     /// Print the LLM response schema in one provider's wrapping.

@@ -3,7 +3,7 @@
 use super::*;
 
 #[derive(Debug, Subcommand)]
-pub enum DataCommand {
+pub(crate) enum DataCommand {
     /// Verify every stored row of a data folder: journal, database pages, each tree's nodes,
     /// states, chunks and logs. Prints one line per problem; exit 1 when there is one.
     Check {
@@ -30,7 +30,7 @@ pub enum DataCommand {
 
 /// The store `simtree data check|repair` looks at.
 #[derive(Debug, clap::Args)]
-pub struct DataAt {
+pub(crate) struct DataAt {
     /// The data folder (default: $SIMTREE_DATA, else the platform data folder).
     #[arg(long, env = "SIMTREE_DATA")]
     data: Option<PathBuf>,

@@ -54,7 +54,7 @@ pub struct Cli {
 
 /// The LLM options of the commands that run simulations in their own process (`run`, `sweep`).
 #[derive(Debug, clap::Args)]
-pub struct LlmArgs {
+pub(crate) struct LlmArgs {
     /// The LLM dialect, overriding LLM_DIALECT: mock, scripted, openai, gemini or anthropic
     /// (used by social and trading scenarios).
     #[arg(long)]
@@ -74,7 +74,7 @@ impl LlmArgs {
 // Parsed once per process: the size of the `serve` variant costs nothing worth a box.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run a scenario headless and print its event log (the LLM as `serve` configures it).
     Run(RunArgs),
     /// Run a sweep file: every cell of its grid × replicates (paired seeds), in parallel; print
@@ -115,7 +115,7 @@ pub enum Command {
 
 /// Where `serve` keeps its trees.
 #[derive(Debug, clap::Args)]
-pub struct StorageArgs {
+pub(crate) struct StorageArgs {
     /// Folder of the embedded database (default: $SIMTREE_DATA, else the platform data folder,
     /// e.g. ~/.local/share/simtree).
     #[arg(long, env = "SIMTREE_DATA")]
@@ -181,7 +181,7 @@ fn default_data_dir() -> Result<PathBuf, String> {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum TradeCommand {
+pub(crate) enum TradeCommand {
     /// Run one episode with a baseline or the (mock) LLM agent; print metrics and write the
     /// experiment folder (`config.json`, `episode_log.jsonl`, `trade_history.json`).
     Run(crate::trading::cli::TradeRunArgs),

@@ -5,7 +5,7 @@ use super::*;
 
 /// The options of `simtree run`.
 #[derive(Debug, clap::Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// Scenario id (file stem in assets/scenarios).
     #[arg(long, required_unless_present = "scenario_file", conflicts_with = "scenario_file")]
     scenario: Option<String>,

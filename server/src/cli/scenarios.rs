@@ -3,7 +3,7 @@
 use super::*;
 
 #[derive(Debug, Subcommand)]
-pub enum ScenariosCommand {
+pub(crate) enum ScenariosCommand {
     /// Every scenario: the shipped ones, then the ones saved in the data folder (with their
     /// latest version).
     List {

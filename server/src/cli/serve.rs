@@ -5,7 +5,7 @@ use super::*;
 
 /// The options of `simtree serve`.
 #[derive(Debug, clap::Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Address to listen on (port 0 picks a free port; the bound address is printed).
     #[arg(long, default_value = "127.0.0.1:8090")]
     addr: std::net::SocketAddr,
@@ -95,7 +95,7 @@ pub struct ServeArgs {
 
 /// `serve`'s job queue flags.
 #[derive(Debug, clap::Args)]
-pub struct ServeJobs {
+pub(crate) struct ServeJobs {
     /// PostgreSQL: send runs through the job queue, where `simtree worker` processes (and this
     /// server, unless --no-worker) take them. The default with --database-url (the flag stays for
     /// scripts that name it); with SQLite every run stays in this process.

@@ -5,7 +5,7 @@ use super::*;
 
 /// The options of `simtree sweep`.
 #[derive(Debug, clap::Args)]
-pub struct SweepArgs {
+pub(crate) struct SweepArgs {
     /// The sweep file (JSON: scenario, turns, replicates, seed, axes, metrics, prefix).
     file: PathBuf,
     /// One JSON line per cell instead of a table.

@@ -10,7 +10,7 @@ use std::io::Write;
 use super::*;
 
 #[derive(Debug, clap::Args)]
-pub struct TableArgs {
+pub(crate) struct TableArgs {
     /// The tree.
     tree: u64,
     /// A sweep of the tree: one row per run, step and variable.

@@ -5,7 +5,7 @@ use super::*;
 
 /// The options of `simtree worker`.
 #[derive(Debug, clap::Args)]
-pub struct WorkerArgs {
+pub(crate) struct WorkerArgs {
     /// The PostgreSQL database the server queues runs in.
     #[arg(long, env = "SIMTREE_DATABASE_URL", hide_env_values = true)]
     database_url: String,
@@ -21,7 +21,7 @@ pub struct WorkerArgs {
 
 /// How runs go through the job queue (`serve --jobs`, `worker`).
 #[derive(Debug, clap::Args)]
-pub struct QueueArgs {
+pub(crate) struct QueueArgs {
     /// Seconds a claimed run may go without a heartbeat before another process takes it over
     /// (heartbeats come every sixth of that).
     #[arg(long, default_value_t = crate::store::jobs::DEFAULT_LAPSE.as_secs(),

@@ -70,7 +70,7 @@ pub struct Agent {
 
 /// Why a decision failed.
 #[derive(Debug, thiserror::Error)]
-pub enum AgentError {
+pub(crate) enum AgentError {
     #[error("no usable response after {attempts} attempts: {last}")]
     Unparseable { attempts: u32, last: ParseError },
     #[error(transparent)]

@@ -22,7 +22,7 @@ pub(crate) const MAX_HOOK_EFFECTS: usize = 50;
 
 /// Which hook is called.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Hook {
+pub(crate) enum Hook {
     /// After an action's own effects, with the action (`{actor, name, params}`).
     OnAction,
     /// When a phase ends, after its `on_exit` effects, with the phase's name.
@@ -46,7 +46,7 @@ impl Hook {
 
 /// One call of a hook.
 #[derive(Clone, Debug)]
-pub struct HookCall<'a> {
+pub(crate) struct HookCall<'a> {
     /// The document's whole hook source.
     pub(crate) source: &'a str,
     pub(crate) hook: Hook,
@@ -63,10 +63,10 @@ pub struct HookCall<'a> {
 /// the hook raised.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct HookCallFailed(pub String);
+pub(crate) struct HookCallFailed(pub String);
 
 /// What runs hooks. Implementations block until the hook has answered or been stopped.
-pub trait HookRunner: Send + Sync {
+pub(crate) trait HookRunner: Send + Sync {
     /// The hook's return value as JSON (`null` when it returned `None` or the source does not
     /// define it).
     fn call(&self, call: &HookCall<'_>) -> Result<Value, HookCallFailed>;
@@ -75,7 +75,7 @@ pub trait HookRunner: Send + Sync {
 /// The runner a run was given, if any (never stored: a simulator read back has none until its
 /// next run is given one).
 #[derive(Clone, Default)]
-pub struct Hooks(Option<Arc<dyn HookRunner>>);
+pub(crate) struct Hooks(Option<Arc<dyn HookRunner>>);
 
 impl Hooks {
     pub(crate) fn new(runner: Arc<dyn HookRunner>) -> Hooks {

@@ -54,7 +54,7 @@ pub enum Ordering {
 
 /// The result of one pick.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Pick {
+pub(crate) enum Pick {
     /// This name acts (it may not be an agent: the simulator then skips without counting a turn).
     Name(String),
     /// The moderated queue is empty: the simulator must ask the moderator, then pick again.

@@ -12,7 +12,7 @@ use super::plan::{Goal, Milestone, PlanState};
 
 /// Why a response could not be used. The message is shown in `agent_error` events.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ParseError {
+pub(crate) enum ParseError {
     #[error("the Action element is not well-formed XML: {0}")]
     ActionXml(String),
     #[error("the Plan Update is not well-formed: {0}")]

@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Rng {
+pub(crate) struct Rng {
     s: [u64; 4],
 }
 

@@ -94,7 +94,7 @@ pub enum LimitError {
 
 /// Why a simulation could not be built from its agents, scene and ordering.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum BuildError {
+pub(crate) enum BuildError {
     #[error("a simulation needs at least one agent")]
     NoAgents,
     #[error("duplicate agent name '{0}'")]

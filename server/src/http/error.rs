@@ -166,7 +166,7 @@ impl IntoResponse for ApiError {
 }
 
 /// `Json<T>` with upstream-style errors: 413 for an oversized body, 422 for anything else.
-pub struct ApiJson<T>(pub T);
+pub(crate) struct ApiJson<T>(pub T);
 
 impl<S, T> FromRequest<S> for ApiJson<T>
 where
@@ -198,7 +198,7 @@ fn rejection_error(r: JsonRejection) -> ApiError {
 }
 
 /// `Path<T>` whose rejection is a 422 JSON detail (e.g. a non-numeric node id).
-pub struct ApiPath<T>(pub T);
+pub(crate) struct ApiPath<T>(pub T);
 
 impl<S, T> FromRequestParts<S> for ApiPath<T>
 where
@@ -217,7 +217,7 @@ where
 
 /// `Query<T>` whose rejection is a 422 JSON detail naming the parameter at fault
 /// (e.g. `?limit=ten`).
-pub struct ApiQuery<T>(pub T);
+pub(crate) struct ApiQuery<T>(pub T);
 
 impl<S, T> FromRequestParts<S> for ApiQuery<T>
 where

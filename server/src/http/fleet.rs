@@ -50,7 +50,7 @@ struct Followed {
 }
 
 /// What a server is on its database: the leader (its own router) or a door to the leader.
-pub struct Door {
+pub(crate) struct Door {
     /// Set once this process leads; never unset (a leader that loses its lease answers 503).
     leading: OnceLock<(Arc<AppState>, Router)>,
     followed: Mutex<Option<Followed>>,

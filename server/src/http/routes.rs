@@ -107,7 +107,7 @@ pub(crate) async fn graph(
 /// `?edges=advance,branch` on `GET …/graph`: only the nodes reached through those edge types
 /// (see `simtree_shared::edges`).
 #[derive(Debug, Default, Deserialize)]
-pub struct GraphQuery {
+pub(crate) struct GraphQuery {
     #[serde(default)]
     edges: Option<String>,
 }
@@ -122,7 +122,7 @@ pub(crate) async fn graph_columns(State(app): St, ApiPath(tree): ApiPath<u64>) -
 
 /// `?estimate=true` on a run route: answer what the run would cost instead of running it.
 #[derive(Debug, Default, Deserialize)]
-pub struct EstimateQuery {
+pub(crate) struct EstimateQuery {
     #[serde(default)]
     estimate: bool,
 }
@@ -230,7 +230,7 @@ pub(crate) async fn usage(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppRes
 /// op at fault (`ops[1]: …`).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct BranchBody {
+pub(crate) struct BranchBody {
     parent: NodeId,
     ops: Vec<Value>,
 }

@@ -32,7 +32,7 @@ pub(crate) async fn scene_types() -> Json<Vec<SceneTypeInfo>> {
 
 /// The query of `GET /api/scenarios/{id}`.
 #[derive(Deserialize, schemars::JsonSchema)]
-pub struct VersionQuery {
+pub(crate) struct VersionQuery {
     /// A saved scenario's version (default: the latest); `{id}@{version}` says the same.
     version: Option<u64>,
 }

@@ -64,7 +64,7 @@ impl Limits {
 /// What a book holds for a budget: tokens and dollars charged, calls started, and dollars held
 /// by calls still running.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Totals {
+pub(crate) struct Totals {
     pub(crate) tokens: u64,
     pub(crate) calls: u64,
     pub(crate) money: f64,
@@ -73,7 +73,7 @@ pub struct Totals {
 
 /// Why a book refused a call, with what it found.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// The tokens charged reached the cap.
     Tokens { spent: u64 },
     /// The calls started reached the cap.
@@ -86,7 +86,7 @@ pub enum Refusal {
 
 /// Where a budget's spending is booked (see the module doc). Each method is one step of a call's
 /// life under the budget; `limits` are the budget's caps.
-pub trait Book: Send + Sync + std::fmt::Debug {
+pub(crate) trait Book: Send + Sync + std::fmt::Debug {
     /// Holds `money` dollars, and counts a call when `call`, when `limits` admit it beside what
     /// is spent and held; returns the hold's id.
     fn hold(&self, limits: Limits, money: f64, call: bool) -> BoxFuture<'_, Result<u64, Refusal>>;
@@ -247,7 +247,7 @@ enum Spent<'a> {
 /// What a started call holds until it is settled.
 #[derive(Debug)]
 #[must_use = "a reservation is settled after the call"]
-pub struct Hold {
+pub(crate) struct Hold {
     id: u64,
     money: f64,
     outer: Option<Box<Hold>>,

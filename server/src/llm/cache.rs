@@ -34,7 +34,7 @@ use super::chat::{CacheHints, Message, SharedPrefix};
 /// bytes of its text ([`text_bytes`]) and the most tokens it can count as
 /// ([`messages_bound`]): what an explicit cache of it may cost, foreseen by estimates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Prefix {
+pub(crate) struct Prefix {
     len: usize,
     hash: u64,
     pub(crate) bytes: u64,

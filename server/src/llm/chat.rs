@@ -219,7 +219,7 @@ impl JsonSchema {
 
 /// Where a streamed reply's text goes while it arrives (a run's watchers). Called on the
 /// provider's task: it must return quickly and never block.
-pub trait StreamSink: Send + Sync {
+pub(crate) trait StreamSink: Send + Sync {
     /// Whether anyone watches now: a call streams only then.
     fn wanted(&self) -> bool;
     /// Whether a person has this very run open (not only its tree): an offline reply is paced
@@ -322,7 +322,7 @@ pub struct CacheHints {
 /// What may pay for storing a prefix in a provider's explicit cache (a tree's budget), asked
 /// by the provider before it creates one and told afterwards what the cache cost. One per call:
 /// it keeps the hold between the two.
-pub trait StoreBudget: Send + Sync {
+pub(crate) trait StoreBudget: Send + Sync {
     /// Holds the most that storing at most `tokens` tokens for `ttl_s` seconds can cost; `false`
     /// when the budget refuses (the cache is then not created).
     fn hold(&self, tokens: u64, ttl_s: u64) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
@@ -361,7 +361,7 @@ impl fmt::Debug for Spend {
 
 /// A prefix the sibling runs of one fan-out all send.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SharedPrefix {
+pub(crate) struct SharedPrefix {
     /// Names the prefix: the runs' cache key (tree, node, agent) and a hash of the prefix.
     pub(crate) name: String,
     /// The runs' affinity (tree and node they start from): the fan-out whose end deletes it.

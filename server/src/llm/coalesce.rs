@@ -22,7 +22,7 @@ use super::record::LlmRecord;
 
 /// What makes two calls the same call.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct CallKey {
+pub(crate) struct CallKey {
     pub(crate) provider: String,
     pub(crate) affinity: u64,
     pub(crate) seed: u64,
@@ -30,7 +30,7 @@ pub struct CallKey {
 }
 
 /// The leader's answer: its reply text and its record.
-pub type Answer = Result<(String, LlmRecord), LlmError>;
+pub(crate) type Answer = Result<(String, LlmRecord), LlmError>;
 
 type Waiters = Vec<oneshot::Sender<Answer>>;
 
@@ -41,7 +41,7 @@ pub struct Coalescer {
 }
 
 /// Whether a call is made here or waited for.
-pub enum Turn {
+pub(crate) enum Turn {
     /// Make the call and hand its answer to [`Leader::finish`].
     Lead(Leader),
     /// Another run makes it: wait for its answer (an error of the channel means the leader was

@@ -166,7 +166,7 @@ impl<'de> Deserialize<'de> for ApiKey {
 /// see `llm::warmup`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum WarmUpMode {
+pub(crate) enum WarmUpMode {
     /// All together, as they come.
     Off,
     /// The first alone, the others together once it is answered.
@@ -617,7 +617,7 @@ pub struct LlmOverride {
 /// One scenario's section of the config file: its own override plus per-agent ones.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ScenarioLlm {
+pub(crate) struct ScenarioLlm {
     #[serde(flatten)]
     llm: LlmOverride,
     /// Keyed by agent name exactly as in the scenario.

@@ -50,7 +50,7 @@ pub struct LoadRow {
 
 /// The decision made under the board's lock: from the other processes' live rows, this
 /// process's rows.
-pub type Decide<'a> = Box<dyn FnOnce(&[LoadRow]) -> Vec<LoadRow> + Send + 'a>;
+pub(crate) type Decide<'a> = Box<dyn FnOnce(&[LoadRow]) -> Vec<LoadRow> + Send + 'a>;
 
 /// Where processes publish their load (implemented by the store: PostgreSQL).
 /// Why the shared board could not be read or written (the database's words).
@@ -69,7 +69,7 @@ pub trait LoadBoard: Send + Sync + 'static {
 }
 
 /// The gates of one process, shared through a board.
-pub struct Sharing {
+pub(crate) struct Sharing {
     board: Arc<dyn LoadBoard>,
     gates: Mutex<Vec<(String, Arc<Gate>)>>,
     kick: Arc<Notify>,

@@ -49,7 +49,7 @@ pub(crate) fn request_hash(messages: &[Message]) -> String {
 
 /// Sums of calls, tokens and latency (per node, per tree).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UsageTotals {
+pub(crate) struct UsageTotals {
     pub(crate) calls: u64,
     pub(crate) prompt_tokens: u64,
     pub(crate) completion_tokens: u64,

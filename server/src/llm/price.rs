@@ -26,7 +26,7 @@ use super::record::LlmRecord;
 /// provider's cache.
 #[derive(Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Price {
+pub(crate) struct Price {
     pub(crate) prompt: f64,
     pub(crate) completion: f64,
     /// Per million prompt tokens served from the provider's cache; the prompt price when absent.

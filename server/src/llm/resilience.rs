@@ -17,7 +17,7 @@ use super::config::LlmConfig;
 
 /// How one failed attempt should be treated by [`with_retries`].
 #[derive(Debug)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// Worth another attempt (timeout, connection error, 429, 5xx). `retry_after` is the wait
     /// the server asked for, if any.
     Transient { reason: String, retry_after: Option<Duration> },

@@ -75,14 +75,14 @@ fn strict_node(v: &mut Value) {
 /// JSON path from `$` (`$.orders[1].qty`), and what is wrong there.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("{path}: {problem}")]
-pub struct SchemaError {
+pub(crate) struct SchemaError {
     path: String,
     problem: Problem,
 }
 
 /// What is wrong at a [`SchemaError`]'s path.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum Problem {
+pub(crate) enum Problem {
     /// The schema's `$ref` leaves the document.
     #[error("only local $refs are supported, not {0:?}")]
     NonLocalRef(String),

@@ -29,7 +29,7 @@ use tokio::sync::oneshot;
 
 /// What makes calls share a prefix: one agent's first call in the runs started from one node.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct WarmKey {
+pub(crate) struct WarmKey {
     pub(crate) provider: String,
     pub(crate) affinity: u64,
     pub(crate) agent: String,
@@ -68,7 +68,7 @@ pub(crate) struct Entered {
 
 /// The call that warms a prefix for the others. Dropped without [`WarmLead::finish`] (cancelled,
 /// or failed), it releases them.
-pub struct WarmLead {
+pub(crate) struct WarmLead {
     gate: Arc<WarmUp>,
     key: Option<WarmKey>,
 }

@@ -36,7 +36,7 @@ pub struct Report {
 
 /// Why `check` or `repair` could not look (a problem they find is a line of the [`Report`]).
 #[derive(Debug, thiserror::Error)]
-pub enum CheckError {
+pub(crate) enum CheckError {
     #[error("{} is not a simtree data folder (no simtree.db)", .0.display())]
     NotADataFolder(PathBuf),
     /// The store could not be opened or read; its message as the store wrote it.

@@ -196,7 +196,7 @@ const ALIVE: i64 = 3;
 /// How many jobs a claimer takes at most: runs of any kind but agent-based models, and runs of
 /// agent-based models ([`ABM`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Slots {
+pub(crate) struct Slots {
     pub(crate) runs: u64,
     pub(crate) abm: u64,
     /// Its ABM slots are used only while no `worker` process offering some is alive (a

@@ -129,7 +129,7 @@ impl StoreError {
     }
 }
 
-pub type StoreResult<T> = Result<T, StoreError>;
+pub(crate) type StoreResult<T> = Result<T, StoreError>;
 
 /// Why one stored row cannot be given back: what is damaged in it (the text is shown after the
 /// tree and node it belongs to).
@@ -240,7 +240,7 @@ impl LogRow {
 
 /// Why a node could not be given back: the store failed, or what it holds is damaged.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum SourceError {
+pub(crate) enum SourceError {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// Names the tree, the node, the file and what is wrong.

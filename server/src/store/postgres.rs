@@ -49,7 +49,7 @@ fn runtime() -> StoreResult<Rt> {
         .map_err(|e| StoreError::Io(format!("postgresql: cannot start its runtime: {e}")))
 }
 
-pub struct Postgres {
+pub(crate) struct Postgres {
     rt: Rt,
     client: Client,
     url: String,

@@ -6,7 +6,7 @@
 use super::{StoreError, StoreResult};
 
 /// A statement parameter.
-pub enum P<'a> {
+pub(crate) enum P<'a> {
     Int(i64),
     OptInt(Option<i64>),
     Text(&'a str),
@@ -61,7 +61,7 @@ impl Cell {
 }
 
 /// What a driver provides.
-pub trait Sql: Send {
+pub(crate) trait Sql: Send {
     fn execute(&mut self, sql: &str, params: &[P<'_>]) -> StoreResult<u64>;
     fn query(&mut self, sql: &str, params: &[P<'_>]) -> StoreResult<Vec<Vec<Cell>>>;
     /// Several statements without parameters (schema, BEGIN/COMMIT).
@@ -104,7 +104,7 @@ pub trait Sql: Send {
 
 /// One database's full-text search: the table of texts with its index, the query, and how a
 /// user's words become a query that matches them as a phrase (never as the index's syntax).
-pub struct Fts {
+pub(crate) struct Fts {
     /// Replaces `{search}` in the notebook migration.
     pub(crate) ddl: &'static str,
     /// `$1` the query, `$2` a tree (or -1 for every tree), `$3` at most this many rows; gives

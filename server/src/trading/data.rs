@@ -33,7 +33,7 @@ pub(crate) fn default_market_dir() -> Result<PathBuf, crate::embedded::EmbedErro
 /// When in the trading day a fact became public.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Session {
+pub(crate) enum Session {
     PreMarket,
     Intraday,
     AfterClose,

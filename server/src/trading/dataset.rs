@@ -144,7 +144,7 @@ pub enum RowError {
 
 /// A checked dataset: the market data and what `GET /api/datasets` shows of it.
 #[derive(Clone, Debug)]
-pub struct Dataset {
+pub(crate) struct Dataset {
     pub(crate) market: MarketData,
     pub(crate) rows: usize,
     pub(crate) first: String,

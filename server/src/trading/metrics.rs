@@ -62,7 +62,7 @@ pub(crate) fn simple_returns(values: &[f64]) -> Vec<f64> {
 
 /// The portfolio in force from the close of `date` on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Holding {
+pub(crate) struct Holding {
     pub(crate) date: String,
     pub(crate) portfolio: PortfolioSnapshot,
 }
@@ -70,7 +70,7 @@ pub struct Holding {
 /// An equity curve with its time-weighted daily returns (`returns[i]` is the return into
 /// `points[i + 1]`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Equity {
+pub(crate) struct Equity {
     pub(crate) points: Vec<EquityPoint>,
     returns: Vec<f64>,
 }

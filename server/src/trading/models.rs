@@ -150,7 +150,7 @@ impl Case {
 /// rejection can name them) and are refused by execution.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Order {
+pub(crate) struct Order {
     pub(crate) ticker: String,
     pub(crate) side: Side,
     #[serde(deserialize_with = "whole_number")]

@@ -47,7 +47,7 @@ pub(super) type Explores = Jobs<ExploreRecord>;
 /// the schedule stands.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ExploreData {
+pub(crate) struct ExploreData {
     id: u64,
     parent: NodeId,
     turns: u64,
@@ -72,7 +72,7 @@ pub struct ExploreData {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CandidateData {
+pub(crate) struct CandidateData {
     point: IndexMap<String, Value>,
     node: NodeId,
     /// Replicate `k` (seed `seed + k`) is `children[k]`; its result `results[k]`.

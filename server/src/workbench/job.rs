@@ -223,7 +223,7 @@ pub(super) fn imported<D: JobData>(
 /// Where one replicate of a cell stands.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Replicate {
+pub(crate) enum Replicate {
     Pending,
     /// The metrics' values, in the sweep's order.
     Done(Vec<Value>),

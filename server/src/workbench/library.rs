@@ -56,7 +56,7 @@ pub struct ScenarioNameError {
 
 /// What is wrong with a scenario name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum NameFault {
+pub(crate) enum NameFault {
     #[error("must not contain control characters (found U+{:04X})", *.0 as u32)]
     Control(char),
     #[error("must not contain '/' or '\\' nor start with '.' (it is an id, not a path)")]

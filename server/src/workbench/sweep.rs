@@ -73,7 +73,7 @@ fn is_zero(n: &usize) -> bool {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CellData {
+pub(crate) struct CellData {
     cell: IndexMap<String, Value>,
     node: NodeId,
     /// Replicate `k` is `children[k]`; its result is `results[k]`.

@@ -57,7 +57,7 @@ impl TableFormat {
 
 /// Which rows of a table a request wants: from `offset`, at most `limit`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Page {
+pub(crate) struct Page {
     offset: u64,
     limit: u64,
 }

@@ -42,7 +42,7 @@ pub struct Config {
 /// The tally of one concluded voting round, kept in `past_votes`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PastVote {
+pub(crate) struct PastVote {
     title: String,
     yes: usize,
     no: usize,

@@ -345,7 +345,7 @@ pub(crate) fn act_as<S: SceneRules + ?Sized>(
 
 /// Tests: what a scene must answer to an action it refuses (see [`check_refusal`]).
 #[cfg(test)]
-pub(crate) struct Refused<'a> {
+pub struct Refused<'a> {
     /// The action's result as it is logged: `{"error": code, …}`.
     result: Value,
     /// The outcome's summary.

@@ -15,7 +15,7 @@ pub struct Config {}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ChatState {
+pub(crate) struct ChatState {
     time: i64,
 }
 

@@ -66,7 +66,7 @@ pub(crate) struct Tile {
 /// A named place on the map (upstream `MapLocation`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Location {
+pub(crate) struct Location {
     name: String,
     x: i64,
     y: i64,
@@ -164,7 +164,7 @@ struct TileView<'a> {
 
 /// The village grid: its size, the sparse special tiles and the named places.
 #[derive(Clone, Debug, PartialEq)]
-pub struct GameMap {
+pub(crate) struct GameMap {
     width: i64,
     height: i64,
     /// Stored tiles in insertion order (upstream's dict); may lie outside the grid.

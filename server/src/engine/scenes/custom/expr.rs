@@ -47,7 +47,7 @@ const MACROS: [&str; 5] = [".all(", ".exists(", ".exists_one(", ".map(", ".filte
 
 /// Why an expression was refused or failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ExprError {
+pub(crate) enum ExprError {
     #[error("{0} characters; an expression may have at most {MAX_EXPR_CHARS}")]
     TooLong(usize),
     #[error("nested {0} deep; at most {MAX_EXPR_DEPTH} levels of brackets, conditionals and prefix operators")]
@@ -200,7 +200,7 @@ fn one_line(s: &str) -> String {
 
 /// Every expression of a document, compiled, by its text.
 #[derive(Default)]
-pub struct Programs(HashMap<String, Program>);
+pub(crate) struct Programs(HashMap<String, Program>);
 
 impl std::fmt::Debug for Programs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -60,7 +60,7 @@ pub(crate) const IN_THE_GAME: &str = "in the game: ";
 /// One agent as the scene sees it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Member {
+pub(crate) struct Member {
     role: String,
     alive: bool,
     muted: bool,
@@ -70,7 +70,7 @@ pub struct Member {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CustomState {
+pub(crate) struct CustomState {
     time: i64,
     phase: String,
     /// The pass over the phase's actors, from 1.
