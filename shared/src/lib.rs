@@ -420,6 +420,10 @@ pub struct TreeInfo {
     /// A social tree's scene as its root's prompts show it (only in `GET /devui/simtree/{tree}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scene: Option<SceneAbout>,
+    /// How a social tree's agents' prompts are laid out, as its root's agents hold it (only in
+    /// `GET /devui/simtree/{tree}`; the layout asked for at creation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_layout: Option<PromptLayout>,
 }
 
 /// Where a tree's (or a node's) numbers come from, stated once for the tree page's header, node

@@ -571,6 +571,18 @@ async fn data_folders_of_every_release_open_unchanged() {
             let paths: Vec<String> = extra.keys().cloned().collect();
             assert_same(release, "extra routes", extra, &extras(&s, &paths).await);
         }
+        // Each social tree says how its prompts are laid out, read from its stored agents: the
+        // tree made with the state last (from 2026-11-29d on) says so, every other the default.
+        let mut state_last = 0;
+        for t in list(&got["list"]).as_array().unwrap() {
+            let info = s.get(&format!("/devui/simtree/{}", t["id"])).await.1;
+            match (info["kind"].as_str(), info["prompt_layout"].as_str()) {
+                (Some("social"), Some("state_last")) => state_last += 1,
+                (Some("social"), layout) => assert_eq!(layout, Some("upstream"), "{release}: {info}"),
+                (_, layout) => assert_eq!(layout, None, "{release}: {info}"),
+            }
+        }
+        assert_eq!(state_last, usize::from(*release >= "release-2026-11-29d"), "{release}");
         // The folder stays writable: a reopened tree grows.
         let (_, list) = s.get("/devui/simtree").await;
         let first = list[0]["id"].as_u64().unwrap();

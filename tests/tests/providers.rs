@@ -978,6 +978,8 @@ async fn a_replaced_plan_costs_the_agents_cached_prefix_unless_the_state_goes_la
             body["prompt_layout"] = json!(l);
         }
         let tree = simtree_e2e::ok(&s, "/devui/simtree", body).await["id"].as_u64().unwrap();
+        let info = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}")).await;
+        assert_eq!(info["prompt_layout"], layout.unwrap_or("upstream"), "the tree says its layout: {info}");
         let node = simtree_e2e::advance(&s, tree, 0, 6).await;
         let bulletin = json!({"op": "public_broadcast", "text": "The hall closes at noon today."});
         let plan = json!({"op": "agent_plan_replace", "name": "Host", "plan_state": {

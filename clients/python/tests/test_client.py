@@ -63,11 +63,13 @@ def test_trees_are_created_listed_edited_and_deleted(client: Client):
 
 
 def test_a_tree_created_with_the_state_last_lays_its_prompts_out_so(client: Client):
-    """``prompt_layout="state_last"`` reaches the server: the agents' state goes in the last
-    message of each prompt (``[Your state now]``), which the default layout never sends."""
+    """``prompt_layout="state_last"`` reaches the server: the tree says so, and the agents'
+    state goes in the last message of each prompt (``[Your state now]``), which the default
+    layout never sends."""
     last = {}
     for layout in (None, "state_last"):
         tree = client.create(scenario="simple_chat", prompt_layout=layout)
+        assert tree.info().prompt_layout == (layout or "upstream")
         call = tree.root.advance(1).calls().calls[0]
         last[layout] = call.messages[-1].content
     assert "[Your state now]" in last["state_last"], last

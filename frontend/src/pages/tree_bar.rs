@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 
-use simtree_shared::TreeInfo;
+use simtree_shared::{PromptLayout, TreeInfo};
 
 use crate::api;
 use crate::graph::UsageLine;
@@ -21,17 +21,22 @@ pub(super) fn TreeBar(tree: Tree) -> impl IntoView {
         Conn::NotFound => ("lost", ctx.tr("notFound.title")),
     };
     // What the tree was made from, as its provenance names it: the scenario (at its library
-    // version) and the dataset it trades on — not an episode's or a model's internal id.
+    // version) and the dataset it trades on — not an episode's or a model's internal id — and
+    // a prompt layout other than the default.
     let info = tree_info_signal(tree);
     let chip = move || {
         info.with(|i| {
-            let p = i.as_ref()?.provenance.as_ref()?;
+            let i = i.as_ref()?;
+            let p = i.provenance.as_ref()?;
             let mut c = p.scenario.clone();
             if let Some(v) = p.version {
                 c.push_str(&format!("@{v}"));
             }
             if let Some(d) = &p.dataset {
                 c.push_str(&format!(" · {} {d}", ctx.tr("tree.dataset")));
+            }
+            if i.prompt_layout == Some(PromptLayout::StateLast) {
+                c.push_str(&format!(" · {}", ctx.tr("tree.stateLast")));
             }
             Some(c)
         })

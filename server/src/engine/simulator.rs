@@ -557,6 +557,16 @@ impl Simulator {
         }
     }
 
+    /// How the agents' prompts are laid out: with the state last when any agent's is (a tree's
+    /// agents are laid out alike, from its creation on).
+    pub(crate) fn prompt_layout(&self) -> simtree_shared::PromptLayout {
+        if self.world.agents.iter().any(|a| a.state_last) {
+            simtree_shared::PromptLayout::StateLast
+        } else {
+            simtree_shared::PromptLayout::Upstream
+        }
+    }
+
     /// Keys the calls of the run about to start to `affinity` (see `LlmState::start_run`).
     pub(crate) fn start_run(&mut self, affinity: u64) {
         self.world.llm.start_run(affinity);

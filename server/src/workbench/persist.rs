@@ -185,6 +185,7 @@ impl TreeHandle {
             description: meta.description,
             provenance: None,
             scene: None,
+            prompt_layout: None,
         }
     }
 
@@ -478,6 +479,7 @@ impl Trees<'_> {
             info.scenario_version = t.scenario_version;
             if let crate::sim::Sim::Social(s) = &*t.sim(0)? {
                 info.scene = Some(s.scene_about());
+                info.prompt_layout = Some(s.prompt_layout());
             }
         }
         info.provenance = Some(self.provenance(tree, 0)?);

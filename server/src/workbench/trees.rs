@@ -152,5 +152,6 @@ pub(super) fn info_of(row: &TreeRow) -> TreeInfo {
         description: row.description.clone(),
         provenance: None,
         scene: None,
+        prompt_layout: None,
     }
 }

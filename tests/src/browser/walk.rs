@@ -64,16 +64,19 @@ impl Browser {
     }
 
     /// As a user: the New page from the shipped social `scenario`, the prompt layout "state
-    /// last" chosen, Create. Read back from the API, the tree lays its prompts out so: a turn
-    /// advanced there sends the agent's state in the last message of its prompt (the
-    /// `[Your state now]` block), which the default layout never does. The new tree's id.
+    /// last" chosen, Create. Read back from the API, the tree lays its prompts out so: it says so
+    /// (`prompt_layout`), as the tree bar's chip does, and a turn advanced there sends the
+    /// agent's state in the last message of its prompt (the `[Your state now]` block), which the
+    /// default layout never does. The new tree's id.
     pub async fn create_with_state_last(&self, scenario: &str) -> u64 {
         self.open(&format!("/new?from={scenario}")).await;
         self.wait_address("/new/social?").await;
         self.wait_css("#new-layout option[value='state_last']").await;
         self.select("#new-layout", "state_last").await;
         self.click("#create-tree").await;
-        let (t, _) = self.created_tree().await;
+        let (t, info) = self.created_tree().await;
+        assert_eq!(info["prompt_layout"], "state_last", "{info}");
+        self.wait_text("#tree-chip", "state last").await;
         let node = crate::advance(&self.server, t, 0, 1).await;
         let calls = get_ok(&self.server, &format!("/devui/simtree/{t}/node/{node}/calls")).await;
         let prompt = calls["calls"][0]["messages"].as_array().cloned().unwrap_or_default();
