@@ -2257,6 +2257,12 @@ class TreeInfo(BaseModel):
             description="A social tree's scene as its root's prompts show it (only in `GET /devui/simtree/{tree}`)."
         ),
     ] = None
+    prompt_layout: Annotated[
+        Literal['upstream', 'state_last'] | None,
+        Field(
+            description="How a social tree's agents' prompts are laid out, as its root's agents hold it (only in\n`GET /devui/simtree/{tree}`; the layout asked for at creation)."
+        ),
+    ] = None
 
 
 class ImportReply(BaseModel):
