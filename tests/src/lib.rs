@@ -182,13 +182,22 @@ impl Server {
     /// thread of its own, so a line printed before the listening line may come a little later);
     /// what it printed so far.
     pub fn wait_said(&self, part: &str, within: Duration) -> String {
+        self.wait_said_times(part, 1, within)
+    }
+
+    /// Waits up to `within` for the server to have printed `part` `times` times on stderr (see
+    /// [`Server::wait_said`]); what it printed so far.
+    pub fn wait_said_times(&self, part: &str, times: usize, within: Duration) -> String {
         let until = std::time::Instant::now() + within;
         loop {
             let said = self.output();
-            if said.contains(part) {
+            if said.matches(part).count() >= times {
                 return said;
             }
-            assert!(std::time::Instant::now() < until, "the server did not say {part:?} within {within:?}:\n{said}");
+            assert!(
+                std::time::Instant::now() < until,
+                "the server did not say {part:?} {times} times within {within:?}:\n{said}"
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
     }

@@ -664,8 +664,10 @@ async fn a_job_run_by_the_servers_own_worker_is_handed_over_in_memory_as_it_was_
     let tree = s.create("simple_chat").await;
     let one = simtree_e2e::advance(&s, tree, 0, 1).await;
     let three = simtree_e2e::advance(&s, tree, one, 3).await;
-    let said = s.output();
-    assert_eq!(said.matches("job's end handed over in memory").count(), 2, "each job's end is handed over:\n{said}");
+    // Each job's end is handed over (its line may reach the stderr reader a little after the reply).
+    let handed = "job's end handed over in memory";
+    let said = s.wait_said_times(handed, 2, Duration::from_secs(5));
+    assert_eq!(said.matches(handed).count(), 2, "each job's end is handed over once:\n{said}");
     let before = shown(&s, tree, &[one, three]).await;
     assert!(before.iter().all(|(_, log)| log.len() > 1), "{before:?}");
     queue_empties(&pg, Duration::from_secs(10)).await;
