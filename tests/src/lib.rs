@@ -108,6 +108,8 @@ pub struct Server {
     pub http: reqwest::Client,
     /// What it printed on stderr so far (its first 64 KiB).
     said: std::sync::Arc<std::sync::Mutex<String>>,
+    /// Set once its stderr is read to the end.
+    relayed: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Server {
@@ -151,6 +153,8 @@ impl Server {
         // The first lines of stderr are kept for a refused start; all of it is passed on.
         let said = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let kept = said.clone();
+        let relayed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ended = relayed.clone();
         let relay = std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 eprintln!("{line}");
@@ -160,6 +164,7 @@ impl Server {
                     k.push('\n');
                 }
             }
+            ended.store(true, std::sync::atomic::Ordering::SeqCst);
         });
         let mut line = String::new();
         let _ = BufReader::new(stdout).read_line(&mut line);
@@ -170,7 +175,7 @@ impl Server {
             let said = said.lock().unwrap_or_else(|p| p.into_inner()).clone();
             return Err(format!("{status}; first line {line:?}; stderr:\n{said}"));
         }
-        Ok(Server { child, base: format!("http://{addr}"), http: reqwest::Client::new(), said })
+        Ok(Server { child, base: format!("http://{addr}"), http: reqwest::Client::new(), said, relayed })
     }
 
     /// What the server printed on stderr so far (its first 64 KiB).
@@ -248,6 +253,7 @@ impl Server {
         let until = std::time::Instant::now() + within;
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
+                self.read_to_end();
                 return Some(status);
             }
             if std::time::Instant::now() >= until {
@@ -273,6 +279,16 @@ impl Server {
             libc::kill(self.child.id() as i32, signal);
         }
         let _ = self.child.wait();
+        self.read_to_end();
+    }
+
+    /// After its exit: waits for what it printed last to be read (for a second at most, in
+    /// case a process it started keeps its stderr open).
+    fn read_to_end(&self) {
+        let until = std::time::Instant::now() + Duration::from_secs(1);
+        while !self.relayed.load(std::sync::atomic::Ordering::SeqCst) && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// Stops the server now (a browser test of the UI's "server is down" state).

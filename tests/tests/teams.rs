@@ -209,7 +209,7 @@ async fn a_database_restart_leaves_the_lease_with_its_server() {
     advance(&s, t, last).await;
     let second = Server::try_start_env(&f, &[]).expect("a follower");
     assert!(!second.leads(), "the lease is still held");
-    assert!(second.output().contains(&format!("pid {}", s.pid())), "{}", second.output());
+    second.wait_said(&format!("pid {}", s.pid()), Duration::from_secs(5));
 }
 
 /// A server frozen (SIGSTOP) past its lease: another server takes the database over. Thawed,
