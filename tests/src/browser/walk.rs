@@ -77,6 +77,11 @@ impl Browser {
         let (t, info) = self.created_tree().await;
         assert_eq!(info["prompt_layout"], "state_last", "{info}");
         self.wait_text("#tree-chip", "state last").await;
+        // A copy of the tree's document (the bar's link to the New page) keeps its layout.
+        self.click("#open-document").await;
+        self.wait_address("/new/social?").await;
+        self.wait_css("#new-layout option[value='state_last']").await;
+        assert_eq!(self.value_of("#new-layout").await, "state_last");
         let node = crate::advance(&self.server, t, 0, 1).await;
         let calls = get_ok(&self.server, &format!("/devui/simtree/{t}/node/{node}/calls")).await;
         let prompt = calls["calls"][0]["messages"].as_array().cloned().unwrap_or_default();

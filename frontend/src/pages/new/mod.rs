@@ -15,7 +15,7 @@
 //! The page's draft (each kind's text, the library name, the scenario started from) is kept in
 //! the tab's sessionStorage ([`kept`]) and restored when the page opens again. `?tree=N` starts
 //! from the document tree N was made from (its library scenario and version, when it was made
-//! from one).
+//! from one), and with its prompt layout.
 //!
 //! While the JSON view holds text that is not a document, the document is the last one that
 //! was; making a tree of it or saving it would not be what the user sees, so Create and Save are
@@ -272,6 +272,9 @@ pub fn NewPage() -> impl IntoView {
     let from_error = RwSignal::new(None::<String>);
     // The library scenario (and version) the editor was started from, with every version kept.
     let origin = RwSignal::new(kept.origin);
+    // The prompt layout the tree is to have: state last, or the default (a tree started from
+    // keeps its own).
+    let state_last = RwSignal::new(false);
     // Every edit is kept for the tab (another page, a reload).
     Effect::new(move |_| {
         kept::Kept { texts: docs.map(|d| Some(d.text.get())), save_name: save_name.get(), origin: origin.get() }.write()
@@ -314,18 +317,21 @@ pub fn NewPage() -> impl IntoView {
         from_error.set(None);
         leptos::task::spawn_local(async move {
             match api::tree_info(t).await {
-                Ok(info) => match info.document {
-                    Some(document) => {
-                        let k = kind_of(&document).unwrap_or(info.kind);
-                        origin.set(None);
-                        doc_of(k).replace(document);
-                        ctx.navigate(Route::New { kind: Some(k), from: None });
+                Ok(info) => {
+                    state_last.set(info.prompt_layout == Some(PromptLayout::StateLast));
+                    match info.document {
+                        Some(document) => {
+                            let k = kind_of(&document).unwrap_or(info.kind);
+                            origin.set(None);
+                            doc_of(k).replace(document);
+                            ctx.navigate(Route::New { kind: Some(k), from: None });
+                        }
+                        None => start_from(match info.scenario_version {
+                            Some(v) => format!("{}@{v}", info.scenario),
+                            None => info.scenario,
+                        }),
                     }
-                    None => start_from(match info.scenario_version {
-                        Some(v) => format!("{}@{v}", info.scenario),
-                        None => info.scenario,
-                    }),
-                },
+                }
                 Err(ApiError::Offline) => ctx.went_offline(),
                 Err(e) => from_error.set(Some(format!("{} {t}: {e}", ctx.tr("tree.label")))),
             }
@@ -356,7 +362,7 @@ pub fn NewPage() -> impl IntoView {
                     <div class="new-col">{form}</div>
                     <div class="new-col">
                         <JsonPane doc />
-                        <Actions doc save_name origin on_saved=reload />
+                        <Actions doc save_name origin state_last on_saved=reload />
                         <Show when=move || k == SimKind::Social>
                             <PromptPreview doc />
                         </Show>
@@ -492,6 +498,7 @@ fn Actions(
     doc: Doc,
     save_name: RwSignal<String>,
     origin: RwSignal<Option<Origin>>,
+    state_last: RwSignal<bool>,
     on_saved: Callback<()>,
 ) -> impl IntoView {
     let ctx = ctx();
@@ -499,7 +506,6 @@ fn Actions(
     let seed = RwSignal::new(String::new());
     let llm = RwSignal::new(super::create::MOCK.to_string());
     let money = RwSignal::new(String::new());
-    let state_last = RwSignal::new(false);
     let creating = RwSignal::new(false);
     let create_error = RwSignal::new(None::<String>);
     // What the JSON view holds is not the document: nothing is made or saved from a stale one.
