@@ -633,9 +633,14 @@ async fn gemini_server(g: &Gemini, flags: &[&str], env: &[(&str, &str)]) -> (Ser
 
 /// A tree on `s` six turns deep, then a fan-out of four from it: the tree and the children.
 async fn gemini_fan_out(s: &Server) -> (u64, Vec<u64>) {
-    let tree = s.create("simple_chat").await;
-    let parent = simtree_e2e::advance(s, tree, 0, 6).await;
+    let (tree, parent) = six_turns_in(s).await;
     (tree, simtree_e2e::fan_out(s, tree, parent, 4, 1).await)
+}
+
+/// A new simple_chat tree and its node six turns in (a prefix long enough to cache).
+async fn six_turns_in(s: &Server) -> (u64, u64) {
+    let tree = s.create("simple_chat").await;
+    (tree, simtree_e2e::advance(s, tree, 0, 6).await)
 }
 
 async fn gemini_delete(State(g): State<Gemini>, axum::extract::Path(id): axum::extract::Path<String>) -> Json<Value> {
@@ -654,8 +659,7 @@ async fn a_gemini_fan_out_shares_one_cached_content_per_agent_and_deletes_it_aft
     for refuse in [false, true] {
         let g = Gemini { refuse, ..Gemini::default() };
         let (s, _task) = gemini_server(&g, &[], &[]).await;
-        let tree = s.create("simple_chat").await;
-        let parent = simtree_e2e::advance(&s, tree, 0, 6).await;
+        let (tree, parent) = six_turns_in(&s).await;
         assert!(g.created.lock().unwrap().is_empty(), "a run alone creates no cache");
         g.calls.lock().unwrap().clear();
         let children = simtree_e2e::fan_out(&s, tree, parent, 4, 1).await;
@@ -776,8 +780,7 @@ async fn a_cache_created_by_a_call_that_then_fails_is_in_usage_as_in_the_budget(
     let prices = gemini_prices(4.5);
     let flags = ["--prices", prices.to_str().unwrap(), "--money-budget", "100"];
     let (s, _task) = gemini_server(&g, &flags, &[("LLM_MAX_RETRIES", "0")]).await;
-    let tree = s.create("simple_chat").await;
-    let parent = simtree_e2e::advance(&s, tree, 0, 6).await;
+    let (tree, parent) = six_turns_in(&s).await;
     let before = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/usage")).await;
     // The children's calls fail; a social run carries on past a failed call (its agent acts
     // not), so the children end done or failed.
@@ -820,8 +823,7 @@ async fn an_estimate_of_a_fan_out_foresees_its_cache_creates() {
     let g = Gemini::default();
     let prices = gemini_prices(1000.0);
     let (s, _task) = gemini_server(&g, &["--prices", prices.to_str().unwrap()], &[]).await;
-    let tree = s.create("simple_chat").await;
-    let parent = simtree_e2e::advance(&s, tree, 0, 6).await;
+    let (tree, parent) = six_turns_in(&s).await;
     let p = |path: &str| format!("/devui/simtree/{tree}/{path}?estimate=true");
     let body = json!({"parent": parent, "turns": 1, "count": 4});
     let estimate = simtree_e2e::ok(&s, &p("advance_multi"), body).await;
@@ -845,8 +847,7 @@ async fn an_estimate_of_a_fan_out_foresees_its_cache_creates() {
 async fn a_sweep_cell_of_four_replicates_shares_one_cached_content_per_agent() {
     let g = Gemini::default();
     let (s, _task) = gemini_server(&g, &[], &[]).await;
-    let tree = s.create("simple_chat").await;
-    let parent = simtree_e2e::advance(&s, tree, 0, 6).await;
+    let (tree, parent) = six_turns_in(&s).await;
     g.calls.lock().unwrap().clear();
     let spec = json!({"parent": parent, "turns": 1, "replicates": 4,
         "axes": [{"label": "news", "op": {"op": "public_broadcast"}, "field": "text", "values": ["rain"]}],
@@ -865,8 +866,7 @@ async fn a_sweep_cell_of_four_replicates_shares_one_cached_content_per_agent() {
 async fn an_explorations_round_of_four_replicates_shares_one_cached_content_per_candidate_and_agent() {
     let g = Gemini::default();
     let (s, _task) = gemini_server(&g, &[], &[]).await;
-    let tree = s.create("simple_chat").await;
-    let parent = simtree_e2e::advance(&s, tree, 0, 6).await;
+    let (tree, parent) = six_turns_in(&s).await;
     g.calls.lock().unwrap().clear();
     let spec = json!({"parent": parent, "turns": 1, "seed": 3,
         "objective": {"metric": "count:action_end", "goal": "max"},

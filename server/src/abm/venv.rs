@@ -100,8 +100,7 @@ mod tests {
     fn an_existing_venv_with_the_same_requirements_is_left_alone() {
         // A fake root whose "venv" has an interpreter file and an up-to-date marker: nothing may
         // run (there is no real python there, so any command would fail).
-        let root = std::env::temp_dir().join(format!("simtree-venv-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let root = crate::testing::Scratch::new("venv-test");
         std::fs::create_dir_all(root.join("assets/python")).unwrap();
         std::fs::write(root.join(REQUIREMENTS), "mesa==3.3.1\n").unwrap();
         let python = venv_python(&root.join(VENV_DIR));
@@ -115,7 +114,6 @@ mod tests {
         std::fs::write(root.join(REQUIREMENTS), "mesa==3.3.1\nnetworkx==3.6.1\n").unwrap();
         let err = ensure_venv(&root).unwrap_err().to_string();
         assert!(err.starts_with("cannot install the worker's requirements: "), "{err}");
-        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]

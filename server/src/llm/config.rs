@@ -878,8 +878,7 @@ model = "claude-test"
 
     #[test]
     fn config_files_are_read_by_extension() {
-        let dir = std::env::temp_dir().join(format!("simtree-llm-config-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::testing::Scratch::new("llm-config");
         let toml_path = dir.join("llm.toml");
         std::fs::write(&toml_path, FILE).unwrap();
         let s = LlmSettings::from_path(&toml_path).unwrap();
@@ -888,6 +887,5 @@ model = "claude-test"
         std::fs::write(&bad, "x: 1").unwrap();
         let e = LlmSettings::from_path(&bad).unwrap_err();
         assert!(e.field.ends_with("llm.yaml"), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
